@@ -1,0 +1,42 @@
+package components
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/railgrid/railgrid-kcp/config"
+)
+
+// StackName is the name of the top-level component of every stack.
+const StackName = "railgrid-kcp"
+
+// Deploy composes the stack from a validated config and exports what operators and the
+// hub need next. main.go, the tests and the tools all call it, so they run exactly what
+// `pulumi up` runs.
+func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
+	p, err := NewKcpPlatform(ctx, StackName, &KcpPlatformArgs{Config: cfg})
+	if err != nil {
+		return nil, err
+	}
+	shardHosts := pulumi.StringMap{}
+	for _, s := range cfg.Kcp.AllShards() {
+		shardHosts[s.Name] = pulumi.String(s.Hostname)
+	}
+	ctx.Export("platform", pulumi.String(string(cfg.Platform)))
+	ctx.Export("kcpVersion", pulumi.String(cfg.Versions.Kcp))
+	ctx.Export("frontProxyHostname", pulumi.String(cfg.Kcp.FrontProxy.Hostname))
+	ctx.Export("shardHostnames", shardHosts)
+	ctx.Export("edgeAddress", p.Edge.Address)
+	// What the hub needs next: kcp.external.existingSecret, and kcp's CA for its
+	// provider CA bundle.
+	ctx.Export("hubSecretNamespace", pulumi.String(cfg.Hub.Namespace))
+	ctx.Export("hubSecretName", p.Hub.SecretName)
+	ctx.Export("hubKubeconfigExpiresAt", p.Hub.ExpiresAt)
+	ctx.Export("kcpRootServerCA", p.Hub.RootServerCA)
+	ctx.Export("hubKubeconfigRemint", pulumi.String(fmt.Sprintf(
+		"pulumi config set --path %s:hub.remintGeneration %d && pulumi up, then restart the hub (it does not reload its kubeconfig)",
+		config.Project, cfg.Hub.RemintGeneration+1)))
+	ctx.Export("snapshots", p.Snapshots)
+	return p, nil
+}

@@ -1,0 +1,79 @@
+package components
+
+import (
+	"github.com/pulumi/pulumi-gcp/sdk/v7/go/gcp/dns"
+	"github.com/pulumi/pulumi-gcp/sdk/v7/go/gcp/projects"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/railgrid/railgrid-kcp/config"
+)
+
+// ResponsePolicyName is the Cloud DNS response policy the gke stack creates when the
+// config does not name an existing one.
+const ResponsePolicyName = "railgrid-kcp"
+
+// cloudDNSResponsePolicy is the GKE split horizon. kube-dns forwards every name outside
+// cluster.local to the VPC resolver, where a response policy bound to the cluster's
+// network answers each shard hostname with an A record of the owned Service ClusterIP.
+// Only one response policy can be bound to a network, so the config may name an
+// existing one to add the rules to.
+type cloudDNSResponsePolicy struct {
+	cfg     *config.Config
+	cluster gkeCluster
+}
+
+func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, opts ...pulumi.ResourceOption) error {
+	g := c.cfg.GKE
+	// The GCP resources take the default gcp provider, not the Kubernetes one.
+	gcpOpts := withoutProviders(opts)
+	api, err := projects.NewService(ctx, name+"-dns-api", &projects.ServiceArgs{
+		Project:          pulumi.String(g.Project),
+		Service:          pulumi.String("dns.googleapis.com"),
+		DisableOnDestroy: pulumi.Bool(false),
+	}, gcpOpts...)
+	if err != nil {
+		return err
+	}
+	policyName := pulumi.String(g.DNS.ExistingResponsePolicy).ToStringOutput()
+	if g.DNS.ExistingResponsePolicy == "" {
+		policy, err := dns.NewResponsePolicy(ctx, name+"-policy", &dns.ResponsePolicyArgs{
+			Project:            pulumi.String(g.Project),
+			ResponsePolicyName: pulumi.String(ResponsePolicyName),
+			Description:        pulumi.String("railgrid-kcp split horizon: kcp shard hostnames answer with their in-cluster Service"),
+			Networks:           dns.ResponsePolicyNetworkArray{&dns.ResponsePolicyNetworkArgs{NetworkUrl: pulumi.String(c.cluster.NetworkURL)}},
+			GkeClusters:        dns.ResponsePolicyGkeClusterArray{&dns.ResponsePolicyGkeClusterArgs{GkeClusterName: pulumi.String(c.cluster.ID)}},
+		}, append(gcpOpts, pulumi.DependsOn([]pulumi.Resource{api}))...)
+		if err != nil {
+			return err
+		}
+		policyName = policy.ResponsePolicyName
+	}
+	for _, r := range records {
+		fqdn := r.Hostname + "."
+		if _, err := dns.NewResponsePolicyRule(ctx, name+"-rule-"+r.Shard, &dns.ResponsePolicyRuleArgs{
+			Project:        pulumi.String(g.Project),
+			ResponsePolicy: policyName,
+			RuleName:       pulumi.String("kcp-" + r.Shard),
+			DnsName:        pulumi.String(fqdn),
+			LocalData: &dns.ResponsePolicyRuleLocalDataArgs{LocalDatas: dns.ResponsePolicyRuleLocalDataLocalDataArray{
+				&dns.ResponsePolicyRuleLocalDataLocalDataArgs{
+					Name:    pulumi.String(fqdn),
+					Type:    pulumi.String("A"),
+					Ttl:     pulumi.Int(g.DNS.TTL),
+					Rrdatas: pulumi.StringArray{pulumi.String(r.ClusterIP)},
+				},
+			}},
+		}, append(gcpOpts, pulumi.DependsOn([]pulumi.Resource{api}))...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withoutProviders keeps the parent and dependencies of a component's options for
+// GCP children, which use the default gcp provider. Pulumi resolves a child's provider
+// by package, so the Kubernetes provider a component carries never applies to them;
+// the options are passed unchanged.
+func withoutProviders(opts []pulumi.ResourceOption) []pulumi.ResourceOption {
+	return append([]pulumi.ResourceOption{}, opts...)
+}

@@ -1,0 +1,281 @@
+package components
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	appsv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apps/v1"
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+	networkingv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/networking/v1"
+	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
+
+	"github.com/railgrid/railgrid-kcp/config"
+)
+
+// EtcdClusterArgs describes one shard's etcd.
+type EtcdClusterArgs struct {
+	Shard      string // the kcp shard this etcd serves ("root", "alpha")
+	Members    int
+	Image      string // pinned official etcd image
+	VolumeSize string
+	Placement  EtcdPlacement
+	Namespace  *corev1.Namespace
+}
+
+// EtcdCluster is a shard's own etcd: a StatefulSet of members spread over zones, the
+// Services that name them, a disruption budget and a network policy.
+type EtcdCluster struct {
+	pulumi.ResourceState
+
+	Shard string
+	// Endpoints are the member client URLs the shard lists in spec.etcd.endpoints.
+	Endpoints   []string
+	StatefulSet *appsv1.StatefulSet
+
+	EndpointsOutput pulumi.StringArrayOutput `pulumi:"endpoints"`
+}
+
+// NewEtcdCluster declares the etcd of one shard in the etcd namespace.
+func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opts ...pulumi.ResourceOption) (*EtcdCluster, error) {
+	if args == nil || args.Shard == "" || args.Namespace == nil {
+		return nil, errors.New("EtcdCluster: Shard and Namespace are required")
+	}
+	c := &EtcdCluster{Shard: args.Shard}
+	if err := ctx.RegisterComponentResource("railgrid:kcp:EtcdCluster", name, c, opts...); err != nil {
+		return nil, err
+	}
+	parent := pulumi.Parent(c)
+	shard := args.Shard
+	appName := EtcdName(shard)
+	labels := pulumi.StringMap{"app": pulumi.String(appName), "app.kubernetes.io/name": pulumi.String("etcd"), "railgrid.io/shard": pulumi.String(shard)}
+	selector := pulumi.StringMap{"app": pulumi.String(appName)}
+	ns := args.Namespace.Metadata.Name().Elem()
+
+	for i := 0; i < args.Members; i++ {
+		c.Endpoints = append(c.Endpoints, EtcdClientURL(shard, i))
+	}
+
+	// publishNotReadyAddresses: members must find each other before any is ready.
+	headless, err := corev1.NewService(ctx, name+"-headless", &corev1.ServiceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(EtcdHeadlessService(shard)), Namespace: ns, Labels: labels},
+		Spec: &corev1.ServiceSpecArgs{
+			ClusterIP:                pulumi.String("None"),
+			PublishNotReadyAddresses: pulumi.Bool(true),
+			Selector:                 selector,
+			Ports:                    etcdPorts(),
+		},
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	client, err := corev1.NewService(ctx, name+"-client", &corev1.ServiceArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(appName), Namespace: ns, Labels: labels},
+		Spec: &corev1.ServiceSpecArgs{
+			Selector: selector,
+			Ports:    corev1.ServicePortArray{&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(EtcdClientPort)}},
+		},
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+
+	if _, err := newEtcdNetworkPolicy(ctx, name, shard, ns, labels, selector, parent); err != nil {
+		return nil, err
+	}
+
+	// A budget that keeps quorum through voluntary disruptions (node upgrades, drains).
+	if _, err := policyv1.NewPodDisruptionBudget(ctx, name+"-pdb", &policyv1.PodDisruptionBudgetArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(appName), Namespace: ns, Labels: labels},
+		Spec: &policyv1.PodDisruptionBudgetSpecArgs{
+			MinAvailable: pulumi.Int(args.Members/2 + 1),
+			Selector:     &metav1.LabelSelectorArgs{MatchLabels: selector},
+		},
+	}, parent); err != nil {
+		return nil, err
+	}
+
+	deps := append([]pulumi.Resource{headless, client}, args.Placement.DependsOn...)
+	sts, err := appsv1.NewStatefulSet(ctx, name, &appsv1.StatefulSetArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(appName), Namespace: ns, Labels: labels},
+		Spec: &appsv1.StatefulSetSpecArgs{
+			ServiceName: pulumi.String(EtcdHeadlessService(shard)),
+			Replicas:    pulumi.Int(args.Members),
+			// Parallel: a new cluster has no quorum until every member has started.
+			PodManagementPolicy: pulumi.String("Parallel"),
+			Selector:            &metav1.LabelSelectorArgs{MatchLabels: selector},
+			// The volumes outlive the StatefulSet: deleting or renaming it keeps the data.
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs{
+				WhenDeleted: pulumi.String("Retain"),
+				WhenScaled:  pulumi.String("Retain"),
+			},
+			Template: &corev1.PodTemplateSpecArgs{
+				Metadata: &metav1.ObjectMetaArgs{Labels: labels},
+				Spec:     etcdPodSpec(args, selector),
+			},
+			VolumeClaimTemplates: corev1.PersistentVolumeClaimTypeArray{&corev1.PersistentVolumeClaimTypeArgs{
+				Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("data"), Labels: labels},
+				Spec: &corev1.PersistentVolumeClaimSpecArgs{
+					AccessModes:      pulumi.StringArray{pulumi.String("ReadWriteOnce")},
+					StorageClassName: pulumi.String(args.Placement.StorageClassName),
+					Resources: &corev1.VolumeResourceRequirementsArgs{
+						Requests: pulumi.StringMap{"storage": pulumi.String(args.VolumeSize)},
+					},
+				},
+			}},
+		},
+	}, parent, pulumi.DependsOn(deps), pulumi.Timeouts(&pulumi.CustomTimeouts{Create: "20m", Update: "20m"}))
+	if err != nil {
+		return nil, err
+	}
+	c.StatefulSet = sts
+	c.EndpointsOutput = pulumi.ToStringArray(c.Endpoints).ToStringArrayOutput()
+	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{"endpoints": c.EndpointsOutput}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func etcdPorts() corev1.ServicePortArray {
+	return corev1.ServicePortArray{
+		&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(EtcdClientPort)},
+		&corev1.ServicePortArgs{Name: pulumi.String("etcd-server"), Port: pulumi.Int(EtcdPeerPort)},
+		&corev1.ServicePortArgs{Name: pulumi.String("etcd-metrics"), Port: pulumi.Int(EtcdMetricsPort)},
+	}
+}
+
+func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSpecArgs {
+	shard := args.Shard
+	headless := EtcdHeadlessService(shard)
+	var peers string
+	for i := 0; i < args.Members; i++ {
+		if i > 0 {
+			peers += ","
+		}
+		peers += fmt.Sprintf("%s-%d=%s", EtcdName(shard), i, EtcdPeerURL(shard, i))
+	}
+	memberURL := func(port int) string {
+		return fmt.Sprintf("http://$(HOSTNAME).%s.%s.svc.%s:%d", headless, NamespaceEtcd, ClusterDomain, port)
+	}
+	spec := &corev1.PodSpecArgs{
+		NodeSelector: pulumi.ToStringMap(args.Placement.NodeSelector),
+		Tolerations:  args.Placement.Tolerations,
+		// One member per node: losing a node must cost at most one member.
+		Affinity: &corev1.AffinityArgs{PodAntiAffinity: &corev1.PodAntiAffinityArgs{
+			RequiredDuringSchedulingIgnoredDuringExecution: corev1.PodAffinityTermArray{&corev1.PodAffinityTermArgs{
+				TopologyKey:   pulumi.String("kubernetes.io/hostname"),
+				LabelSelector: &metav1.LabelSelectorArgs{MatchLabels: selector},
+			}},
+		}},
+		TerminationGracePeriodSeconds: pulumi.Int(30),
+		Containers: corev1.ContainerArray{&corev1.ContainerArgs{
+			Name:  pulumi.String("etcd"),
+			Image: pulumi.String(args.Image),
+			// The official image is distroless: exec form only, $(VAR) expanded by the kubelet.
+			Command: pulumi.StringArray{pulumi.String("/usr/local/bin/etcd")},
+			Args: pulumi.ToStringArray([]string{
+				"--name=$(HOSTNAME)",
+				"--data-dir=/var/lib/etcd/data", // a subdirectory, so a restore finds it empty
+				fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", EtcdClientPort),
+				fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", EtcdPeerPort),
+				fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", EtcdMetricsPort),
+				"--advertise-client-urls=" + memberURL(EtcdClientPort),
+				"--initial-advertise-peer-urls=" + memberURL(EtcdPeerPort),
+				"--initial-cluster=" + peers,
+				"--initial-cluster-state=new",
+				"--initial-cluster-token=" + EtcdName(shard),
+				"--auto-compaction-mode=periodic",
+				"--auto-compaction-retention=1h",
+				"--quota-backend-bytes=8589934592",
+			}),
+			Env: corev1.EnvVarArray{&corev1.EnvVarArgs{
+				Name:      pulumi.String("HOSTNAME"),
+				ValueFrom: &corev1.EnvVarSourceArgs{FieldRef: &corev1.ObjectFieldSelectorArgs{FieldPath: pulumi.String("metadata.name")}},
+			}},
+			Ports: corev1.ContainerPortArray{
+				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-client"), ContainerPort: pulumi.Int(EtcdClientPort)},
+				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-server"), ContainerPort: pulumi.Int(EtcdPeerPort)},
+				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-metrics"), ContainerPort: pulumi.Int(EtcdMetricsPort)},
+			},
+			ReadinessProbe: httpProbe("/readyz", 5),
+			LivenessProbe:  httpProbe("/livez", 30),
+			Resources: &corev1.ResourceRequirementsArgs{
+				Requests: pulumi.StringMap{"cpu": pulumi.String("250m"), "memory": pulumi.String("512Mi")},
+				Limits:   pulumi.StringMap{"memory": pulumi.String("2Gi")},
+			},
+			VolumeMounts: corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String("data"), MountPath: pulumi.String("/var/lib/etcd")}},
+		}},
+	}
+	if args.Members >= 3 {
+		// minDomains: when the pool has nodes in fewer zones than members, the scheduler
+		// would pack members into the zones it sees and zonal volumes would pin them
+		// there for good. With minDomains the extra members stay Pending until the
+		// autoscaler adds a node in an empty zone.
+		spec.TopologySpreadConstraints = corev1.TopologySpreadConstraintArray{&corev1.TopologySpreadConstraintArgs{
+			MaxSkew:           pulumi.Int(1),
+			TopologyKey:       pulumi.String("topology.kubernetes.io/zone"),
+			WhenUnsatisfiable: pulumi.String("DoNotSchedule"),
+			MinDomains:        pulumi.Int(args.Members),
+			LabelSelector:     &metav1.LabelSelectorArgs{MatchLabels: selector},
+		}}
+	}
+	return spec
+}
+
+func httpProbe(path string, initialDelay int) *corev1.ProbeArgs {
+	return &corev1.ProbeArgs{
+		HttpGet:             &corev1.HTTPGetActionArgs{Path: pulumi.String(path), Port: pulumi.Int(EtcdMetricsPort)},
+		InitialDelaySeconds: pulumi.Int(initialDelay),
+		PeriodSeconds:       pulumi.Int(10),
+		FailureThreshold:    pulumi.Int(6),
+	}
+}
+
+// newEtcdNetworkPolicy keeps etcd unreachable except from its own shard's kcp pods,
+// the snapshot jobs and its peers.
+func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, ns pulumi.StringOutput, labels, selector pulumi.StringMap, parent pulumi.ResourceOption) (*networkingv1.NetworkPolicy, error) {
+	clientPort := networkingv1.NetworkPolicyPortArray{&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdClientPort), Protocol: pulumi.String("TCP")}}
+	kcpComponent := ComponentShard
+	if shard == config.RootShardName {
+		kcpComponent = ComponentRootShard
+	}
+	return networkingv1.NewNetworkPolicy(ctx, name+"-netpol", &networkingv1.NetworkPolicyArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(EtcdName(shard)), Namespace: ns, Labels: labels},
+		Spec: &networkingv1.NetworkPolicySpecArgs{
+			PodSelector: &metav1.LabelSelectorArgs{MatchLabels: selector},
+			PolicyTypes: pulumi.StringArray{pulumi.String("Ingress")},
+			Ingress: networkingv1.NetworkPolicyIngressRuleArray{
+				// The shard's own kcp pods.
+				&networkingv1.NetworkPolicyIngressRuleArgs{
+					Ports: clientPort,
+					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
+						NamespaceSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{"kubernetes.io/metadata.name": pulumi.String(NamespaceKcp)}},
+						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{
+							LabelComponent: pulumi.String(kcpComponent),
+							LabelInstance:  pulumi.String(shard),
+						}},
+					}},
+				},
+				// Snapshot and restore-drill jobs in the etcd namespace.
+				&networkingv1.NetworkPolicyIngressRuleArgs{
+					Ports: clientPort,
+					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
+						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{EtcdClientLabel: pulumi.String(shard)}},
+					}},
+				},
+				// Peers of the same cluster.
+				&networkingv1.NetworkPolicyIngressRuleArgs{
+					Ports: networkingv1.NetworkPolicyPortArray{
+						&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdClientPort), Protocol: pulumi.String("TCP")},
+						&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdPeerPort), Protocol: pulumi.String("TCP")},
+					},
+					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
+						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: selector},
+					}},
+				},
+			},
+		},
+	}, parent)
+}

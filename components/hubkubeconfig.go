@@ -1,0 +1,182 @@
+package components
+
+import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+
+	"github.com/railgrid/railgrid-kcp/components/kcpapi"
+	"github.com/railgrid/railgrid-kcp/config"
+)
+
+// AnnotationRemint records the re-mint generation on the Kubeconfig object.
+const AnnotationRemint = "railgrid.io/remint-generation"
+
+// HubKubeconfigArgs describes the hub's credential.
+type HubKubeconfigArgs struct {
+	Config       *config.Config
+	FrontProxy   *FrontProxy
+	HubNamespace *corev1.Namespace
+}
+
+// HubKubeconfig is the Kubeconfig object the operator mints the hub's admin credential
+// from, and the copy of that credential in the hub's namespace.
+type HubKubeconfig struct {
+	pulumi.ResourceState
+
+	Kubeconfig *apiextensions.CustomResource
+	HubSecret  *corev1.Secret
+
+	// ExpiresAt is when the client certificate expires (RFC 3339); re-mint before then.
+	ExpiresAt pulumi.StringOutput `pulumi:"expiresAt"`
+	// RootServerCA is kcp's root-server-ca certificate (PEM), as the kubeconfig carries it.
+	RootServerCA pulumi.StringOutput `pulumi:"rootServerCA"`
+	SecretName   pulumi.StringOutput `pulumi:"secretName"`
+}
+
+// NewHubKubeconfig declares the Kubeconfig object (waited on until Available), reads the
+// Secret the operator writes and copies its kubeconfig into <hub namespace>/<secret>
+// under admin.kubeconfig. The kubeconfig stays a Pulumi secret all the way.
+func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs, opts ...pulumi.ResourceOption) (*HubKubeconfig, error) {
+	if args == nil || args.Config == nil || args.FrontProxy == nil || args.HubNamespace == nil {
+		return nil, errors.New("HubKubeconfig: Config, FrontProxy and HubNamespace are required")
+	}
+	h := &HubKubeconfig{}
+	if err := ctx.RegisterComponentResource("railgrid:kcp:HubKubeconfig", name, h, opts...); err != nil {
+		return nil, err
+	}
+	cfg := args.Config
+	generation := strconv.Itoa(cfg.Hub.RemintGeneration)
+	spec := kcpapi.KubeconfigSpec{
+		Username:  KubeconfigUsername,
+		Groups:    []string{KubeconfigAdminGroup},
+		Validity:  cfg.Hub.KubeconfigValidity,
+		SecretRef: kcpapi.LocalObjectReference{Name: KubeconfigName},
+		Target:    kcpapi.KubeconfigTarget{FrontProxyRef: &kcpapi.LocalObjectReference{Name: args.FrontProxy.Name}},
+		// A new generation changes the certificate's subject, so cert-manager issues a new
+		// certificate; kcp authenticates on CN and O only, so access is unchanged.
+		CertificateTemplate: &kcpapi.CertificateTemplate{Spec: kcpapi.CertificateSpecTemplate{
+			Subject: &kcpapi.X509Subject{OrganizationalUnits: []string{"railgrid-kcp-mint-" + generation}},
+		}},
+	}
+	kubeconfig, err := newKcpObject(ctx, name, kcpapi.KindKubeconfig, KubeconfigName, spec,
+		map[string]string{AnnotationRemint: generation},
+		pulumi.Parent(h),
+		pulumi.DependsOn([]pulumi.Resource{args.FrontProxy.FrontProxy}),
+		// A re-mint replaces the object, so the wait for Available holds the hub Secret
+		// back until the operator has written the new credential.
+		pulumi.ReplaceOnChanges([]string{"metadata.annotations"}),
+		pulumi.DeleteBeforeReplace(true))
+	if err != nil {
+		return nil, err
+	}
+
+	// The ID comes from the Kubeconfig object, so the read is skipped in the preview of a
+	// fresh stack (unknown ID) and runs during `up` only after the object is Available,
+	// which the operator reports once the Secret is written.
+	secretID := kubeconfig.ID().ApplyT(func(pulumi.ID) pulumi.ID {
+		return pulumi.ID(NamespaceKcp + "/" + KubeconfigName)
+	}).(pulumi.IDOutput)
+	minted, err := corev1.GetSecret(ctx, name+"-minted", secretID, nil, pulumi.Parent(h), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
+	if err != nil {
+		return nil, err
+	}
+	encoded := pulumi.ToSecret(minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey))).(pulumi.StringOutput)
+
+	hubSecret, err := corev1.NewSecret(ctx, name+"-hub-secret", &corev1.SecretArgs{
+		Metadata: &metav1.ObjectMetaArgs{
+			Name:      pulumi.String(cfg.Hub.SecretName),
+			Namespace: args.HubNamespace.Metadata.Name().Elem(),
+			Annotations: pulumi.StringMap{
+				AnnotationRemint: pulumi.String(generation),
+			},
+		},
+		Type: pulumi.String("Opaque"),
+		Data: pulumi.StringMap{cfg.Hub.SecretKey: encoded},
+	}, pulumi.Parent(h), pulumi.DependsOn([]pulumi.Resource{kubeconfig}), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
+	if err != nil {
+		return nil, err
+	}
+
+	detail := func(pick func(kubeconfigDetails) string) pulumi.StringOutput {
+		picked := encoded.ApplyT(func(b64 string) (string, error) {
+			d, err := parseKubeconfig(b64)
+			return pick(d), err
+		}).(pulumi.StringOutput)
+		// Neither the expiry nor a CA certificate is sensitive; the kubeconfig stays secret.
+		return pulumi.Unsecret(picked).(pulumi.StringOutput)
+	}
+	h.Kubeconfig, h.HubSecret = kubeconfig, hubSecret
+	h.ExpiresAt = detail(func(d kubeconfigDetails) string { return d.ExpiresAt })
+	h.RootServerCA = detail(func(d kubeconfigDetails) string { return d.CAPEM })
+	h.SecretName = hubSecret.Metadata.Name().Elem()
+	if err := ctx.RegisterResourceOutputs(h, pulumi.Map{
+		"expiresAt":    h.ExpiresAt,
+		"rootServerCA": h.RootServerCA,
+		"secretName":   h.SecretName,
+	}); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// kubeconfigDetails is what the stack exports about the credential.
+type kubeconfigDetails struct {
+	ExpiresAt string
+	CAPEM     string
+}
+
+// parseKubeconfig reads the client certificate's expiry and the CA out of a base64
+// kubeconfig, as the operator writes it (one cluster, one user).
+func parseKubeconfig(b64 string) (kubeconfigDetails, error) {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return kubeconfigDetails{}, fmt.Errorf("hub kubeconfig is not base64: %w", err)
+	}
+	var kc struct {
+		Clusters []struct {
+			Cluster struct {
+				CAData string `yaml:"certificate-authority-data"`
+			} `yaml:"cluster"`
+		} `yaml:"clusters"`
+		Users []struct {
+			User struct {
+				CertData string `yaml:"client-certificate-data"`
+			} `yaml:"user"`
+		} `yaml:"users"`
+	}
+	if err := yaml.Unmarshal(raw, &kc); err != nil {
+		return kubeconfigDetails{}, fmt.Errorf("hub kubeconfig is not YAML: %w", err)
+	}
+	if len(kc.Clusters) == 0 || len(kc.Users) == 0 {
+		return kubeconfigDetails{}, errors.New("hub kubeconfig has no cluster or no user")
+	}
+	caPEM, err := base64.StdEncoding.DecodeString(kc.Clusters[0].Cluster.CAData)
+	if err != nil {
+		return kubeconfigDetails{}, fmt.Errorf("hub kubeconfig CA: %w", err)
+	}
+	certPEM, err := base64.StdEncoding.DecodeString(kc.Users[0].User.CertData)
+	if err != nil {
+		return kubeconfigDetails{}, fmt.Errorf("hub kubeconfig client certificate: %w", err)
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return kubeconfigDetails{}, errors.New("hub kubeconfig client certificate is not PEM")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return kubeconfigDetails{}, fmt.Errorf("hub kubeconfig client certificate: %w", err)
+	}
+	return kubeconfigDetails{ExpiresAt: cert.NotAfter.UTC().Format(time.RFC3339), CAPEM: string(caPEM)}, nil
+}

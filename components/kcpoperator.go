@@ -1,0 +1,92 @@
+package components
+
+import (
+	"errors"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+
+	"github.com/railgrid/railgrid-kcp/config"
+)
+
+// KcpOperatorArgs describes the kcp-operator installation.
+type KcpOperatorArgs struct {
+	Config            *config.Config
+	OperatorNamespace *corev1.Namespace
+	KcpNamespace      *corev1.Namespace
+	// CertManager is what must be ready before the Issuer (the platform's cert-manager).
+	CertManager []pulumi.Resource
+}
+
+// KcpOperator is the kcp-operator Helm release and the self-signed Issuer the operator
+// builds kcp's CAs from.
+type KcpOperator struct {
+	pulumi.ResourceState
+
+	Release      *helmv3.Release
+	Issuer       *apiextensions.CustomResource
+	KcpNamespace *corev1.Namespace
+
+	Status pulumi.StringOutput `pulumi:"releaseStatus"`
+}
+
+// NewKcpOperator installs the operator chart and declares the Issuer.
+//
+// The chart ships its CRDs as templates: uninstalling the release would delete the CRDs
+// and with them every RootShard, Shard, FrontProxy and Kubeconfig. The release is
+// therefore retained on delete, so neither `pulumi destroy` nor a rename removes it.
+func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opts ...pulumi.ResourceOption) (*KcpOperator, error) {
+	if args == nil || args.Config == nil || args.OperatorNamespace == nil || args.KcpNamespace == nil {
+		return nil, errors.New("KcpOperator: Config and both namespaces are required")
+	}
+	o := &KcpOperator{KcpNamespace: args.KcpNamespace}
+	if err := ctx.RegisterComponentResource("railgrid:kcp:KcpOperator", name, o, opts...); err != nil {
+		return nil, err
+	}
+	cfg := args.Config
+	chart := &helmv3.ReleaseArgs{
+		Name:      pulumi.String(OperatorReleaseName),
+		Namespace: args.OperatorNamespace.Metadata.Name().Elem(),
+		Chart:     pulumi.String(config.OperatorChartName),
+		Version:   pulumi.String(cfg.Versions.OperatorChart),
+		Values: pulumi.Map{
+			"image": pulumi.Map{"repository": pulumi.String(config.OperatorImageRepository), "tag": pulumi.String(cfg.Versions.OperatorImage)},
+			"crds":  pulumi.Map{"create": pulumi.Bool(true)},
+		},
+		Timeout: pulumi.Int(600),
+	}
+	if cfg.Operator.ChartPath != "" {
+		chart.Chart = pulumi.String(cfg.Operator.ChartPath)
+	} else {
+		chart.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(cfg.Operator.ChartRepository)}
+	}
+	release, err := helmv3.NewRelease(ctx, name+"-release", chart, pulumi.Parent(o), pulumi.RetainOnDelete(true))
+	if err != nil {
+		return nil, err
+	}
+
+	issuerDeps := append([]pulumi.Resource{}, args.CertManager...)
+	issuer, err := apiextensions.NewCustomResource(ctx, name+"-issuer", &apiextensions.CustomResourceArgs{
+		ApiVersion: pulumi.String("cert-manager.io/v1"),
+		Kind:       pulumi.String("Issuer"),
+		Metadata: &metav1.ObjectMetaArgs{
+			Name:      pulumi.String(SelfSignedIssuer),
+			Namespace: args.KcpNamespace.Metadata.Name().Elem(),
+		},
+		OtherFields: kubernetes.UntypedArgs{"spec": map[string]any{"selfSigned": map[string]any{}}},
+	}, pulumi.Parent(o), pulumi.DependsOn(issuerDeps))
+	if err != nil {
+		return nil, err
+	}
+	o.Release, o.Issuer = release, issuer
+	o.Status = release.Status.Status()
+	if err := ctx.RegisterResourceOutputs(o, pulumi.Map{"releaseStatus": o.Status}); err != nil {
+		return nil, err
+	}
+	return o, nil
+}

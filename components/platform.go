@@ -1,0 +1,87 @@
+package components
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+
+	"github.com/railgrid/railgrid-kcp/config"
+)
+
+// Platform is everything that differs between kind and GKE: the cluster connection,
+// what must be installed before kcp, where etcd runs and keeps its data, how shard
+// hostnames resolve inside the cluster, how kcp is exposed, and how etcd is snapshotted.
+// KcpPlatform picks one implementation once; no kcp component branches on the platform.
+type Platform interface {
+	// Provider is the Kubernetes provider of every Kubernetes object in the stack.
+	Provider() pulumi.ProviderResource
+	// CertManager is what must be ready before a cert-manager Issuer can be created.
+	CertManager() []pulumi.Resource
+	// EtcdPlacement says where etcd members run and which storage holds their data.
+	EtcdPlacement() EtcdPlacement
+	// DNS answers shard hostnames with owned Service ClusterIPs inside the cluster.
+	DNS() DNSBackend
+	// Edge exposes kcp's hostnames with TLS and long timeouts.
+	Edge() EdgeBackend
+	// Snapshots schedules etcd snapshots (and restore drills) for each shard's etcd.
+	Snapshots() SnapshotBackend
+}
+
+// EtcdPlacement is the platform's part of an etcd StatefulSet.
+type EtcdPlacement struct {
+	StorageClassName string
+	NodeSelector     map[string]string
+	Tolerations      corev1.TolerationArray
+	// DependsOn lists what the pods need first (node pool, StorageClass).
+	DependsOn []pulumi.Resource
+}
+
+// HostRecord is one split-horizon answer: a public hostname and the owned Service that
+// answers it inside the cluster.
+type HostRecord struct {
+	Shard     string
+	Hostname  string
+	ClusterIP string
+}
+
+// DNSBackend declares split-horizon records under the SplitHorizonDNS component.
+type DNSBackend interface {
+	DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, opts ...pulumi.ResourceOption) error
+}
+
+// ExposedBackend is one hostname routed to one owned Service.
+type ExposedBackend struct {
+	Name      string // short name of the kcp component ("frontproxy", "root", "alpha")
+	Hostname  string
+	Service   string // owned Service in kcp-system
+	DependsOn []pulumi.Resource
+}
+
+// EdgeBackend declares the ingress objects under the KcpEdge component.
+type EdgeBackend interface {
+	DeclareRoutes(ctx *pulumi.Context, name string, backends []ExposedBackend, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error)
+}
+
+// SnapshotBackend declares scheduled snapshots of the given etcd clusters.
+type SnapshotBackend interface {
+	DeclareSnapshots(ctx *pulumi.Context, name string, clusters []*EtcdCluster, opts ...pulumi.ResourceOption) (pulumi.Map, error)
+}
+
+// platformBuilder is the first phase of a platform: it has read what already exists
+// (for GKE, the cluster) and checked the config against it, declaring nothing.
+type platformBuilder interface {
+	Declare(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) (Platform, error)
+}
+
+// newPlatformBuilder is the one place that chooses between kind and GKE.
+func newPlatformBuilder(ctx *pulumi.Context, cfg *config.Config) (platformBuilder, error) {
+	switch cfg.Platform {
+	case config.PlatformKind:
+		return kindBuilder{cfg: cfg}, nil
+	case config.PlatformGKE:
+		return lookupGKE(ctx, cfg)
+	}
+	return nil, fmt.Errorf("unknown platform %q", cfg.Platform)
+}

@@ -1,0 +1,106 @@
+package components
+
+import (
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
+
+	"github.com/railgrid/railgrid-kcp/config"
+)
+
+// Namespaces of the add-ons the kind stack installs.
+const (
+	NamespaceCertManager  = "cert-manager"
+	NamespaceEnvoyGateway = "envoy-gateway-system"
+)
+
+// KindPlatform is what the kind stack adds around kcp: the cluster connection and, unless
+// the config says they are present, cert-manager and Envoy Gateway from their charts.
+type KindPlatform struct {
+	pulumi.ResourceState
+
+	provider     *kubernetes.Provider
+	cfg          *config.Config
+	certManager  []pulumi.Resource
+	envoyGateway []pulumi.Resource
+}
+
+type kindBuilder struct{ cfg *config.Config }
+
+// Declare connects to the kind cluster and installs the add-ons.
+func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) (Platform, error) {
+	k := &KindPlatform{cfg: b.cfg}
+	if err := ctx.RegisterComponentResource("railgrid:kcp:KindPlatform", name, k, opts...); err != nil {
+		return nil, err
+	}
+	provider, err := kubernetes.NewProvider(ctx, name+"-k8s", &kubernetes.ProviderArgs{
+		Context: pulumi.String(b.cfg.Kind.Context),
+		// The split-horizon hosts file is a ConfigMap that CoreDNS re-reads in place.
+		EnableConfigMapMutable: pulumi.Bool(true),
+	}, pulumi.Parent(k))
+	if err != nil {
+		return nil, err
+	}
+	k.provider = provider
+	child := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider)}
+	v := b.cfg.Versions
+	if !b.cfg.Kind.CertManagerPresent {
+		release, err := helmv3.NewRelease(ctx, name+"-cert-manager", &helmv3.ReleaseArgs{
+			Name:            pulumi.String("cert-manager"),
+			Chart:           pulumi.String("cert-manager"),
+			Version:         pulumi.String(v.CertManager),
+			RepositoryOpts:  &helmv3.RepositoryOptsArgs{Repo: pulumi.String(config.CertManagerChartRepo)},
+			Namespace:       pulumi.String(NamespaceCertManager),
+			CreateNamespace: pulumi.Bool(true),
+			// keep: uninstalling cert-manager must not delete every Certificate with its CRDs.
+			Values: pulumi.Map{"crds": pulumi.Map{"enabled": pulumi.Bool(true), "keep": pulumi.Bool(true)}},
+		}, child...)
+		if err != nil {
+			return nil, err
+		}
+		k.certManager = []pulumi.Resource{release}
+	}
+	if !b.cfg.Kind.EnvoyGatewayPresent {
+		release, err := helmv3.NewRelease(ctx, name+"-envoy-gateway", &helmv3.ReleaseArgs{
+			Name:            pulumi.String("envoy-gateway"),
+			Chart:           pulumi.String(config.EnvoyGatewayChart),
+			Version:         pulumi.String(v.EnvoyGateway),
+			Namespace:       pulumi.String(NamespaceEnvoyGateway),
+			CreateNamespace: pulumi.Bool(true),
+		}, child...)
+		if err != nil {
+			return nil, err
+		}
+		k.envoyGateway = []pulumi.Resource{release}
+	}
+	if err := ctx.RegisterResourceOutputs(k, pulumi.Map{"context": pulumi.String(b.cfg.Kind.Context)}); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func (k *KindPlatform) Provider() pulumi.ProviderResource { return k.provider }
+
+func (k *KindPlatform) CertManager() []pulumi.Resource { return k.certManager }
+
+// EtcdPlacement: kind's default local-path StorageClass, any node.
+func (k *KindPlatform) EtcdPlacement() EtcdPlacement {
+	return EtcdPlacement{StorageClassName: k.cfg.Etcd.StorageClass}
+}
+
+func (k *KindPlatform) DNS() DNSBackend { return coreDNSHosts{} }
+
+func (k *KindPlatform) Edge() EdgeBackend {
+	return envoyGatewayEdge{cfg: k.cfg, dependsOn: k.envoyGateway}
+}
+
+// Snapshots: the kind stack is disposable and has no object storage outside the
+// cluster; scheduled snapshots and the restore drill are the gke stack's.
+func (k *KindPlatform) Snapshots() SnapshotBackend { return noSnapshots{} }
+
+type noSnapshots struct{}
+
+func (noSnapshots) DeclareSnapshots(*pulumi.Context, string, []*EtcdCluster, ...pulumi.ResourceOption) (pulumi.Map, error) {
+	return pulumi.Map{}, nil
+}

@@ -1,0 +1,217 @@
+// Package config is the single source of truth for a railgrid-kcp stack: the typed
+// configuration, its defaults and its validation. Components receive values from a
+// validated Config; they never read stack configuration themselves.
+package config
+
+import "time"
+
+// Project is the Pulumi project name; stack config keys live under "railgrid-kcp:".
+const Project = "railgrid-kcp"
+
+// Platform names the environment a stack deploys to.
+type Platform string
+
+const (
+	PlatformKind Platform = "kind"
+	PlatformGKE  Platform = "gke"
+)
+
+// Config is one stack's validated configuration. Each field maps to one top-level
+// stack config key (see Pulumi.yaml).
+type Config struct {
+	Platform     Platform     `json:"platform"`
+	Versions     Versions     `json:"versions"`
+	Operator     Operator     `json:"operator"`
+	Kcp          Kcp          `json:"kcp"`
+	OIDC         OIDC         `json:"oidc"`
+	Etcd         Etcd         `json:"etcd"`
+	Network      Network      `json:"network"`
+	LoadBalancer LoadBalancer `json:"loadBalancer"`
+	Hub          Hub          `json:"hub"`
+	Kind         *Kind        `json:"kind,omitempty"`
+	GKE          *GKE         `json:"gke,omitempty"`
+}
+
+// Versions pins every image and chart the stack installs.
+type Versions struct {
+	// Kcp is the one kcp tag used by every kcp image: root shard, its proxy, the
+	// other shards and the front proxy.
+	Kcp           string `json:"kcp"`
+	OperatorChart string `json:"operatorChart"`
+	OperatorImage string `json:"operatorImage"`
+	Etcd          string `json:"etcd"`
+	// CertManager and EnvoyGateway are installed by the kind stack only.
+	CertManager  string `json:"certManager"`
+	EnvoyGateway string `json:"envoyGateway"`
+}
+
+// Operator says where the kcp-operator chart comes from.
+type Operator struct {
+	// ChartRepository is the Helm repository of the kcp-operator chart.
+	ChartRepository string `json:"chartRepository"`
+	// ChartPath, when set, installs the chart from a local directory instead (tests).
+	ChartPath string `json:"chartPath,omitempty"`
+}
+
+// Kcp describes the root shard, the additional shards and the front proxy.
+type Kcp struct {
+	FrontProxy Endpoint     `json:"frontProxy"`
+	RootShard  Endpoint     `json:"rootShard"`
+	Shards     []NamedShard `json:"shards"`
+	// RequestTimeout is passed to every shard as --request-timeout so that streaming
+	// verbs are not cut at kcp's 60 s default.
+	RequestTimeout string `json:"requestTimeout"`
+}
+
+// Endpoint is one kcp component reached under a public hostname through an owned
+// Service with a fixed ClusterIP.
+type Endpoint struct {
+	Hostname  string `json:"hostname"`
+	ClusterIP string `json:"clusterIP"`
+	Replicas  int    `json:"replicas"`
+
+	// ShardBaseURL is never allowed; it exists so that a config setting it is
+	// refused with the design document's reason instead of being ignored.
+	ShardBaseURL *string `json:"shardBaseURL,omitempty"`
+}
+
+// NamedShard is an additional shard (the stacks declare "alpha").
+type NamedShard struct {
+	Name string `json:"name"`
+	Endpoint
+}
+
+// OIDC is the hub's identity provider. Claims and prefixes are fixed by the hub.
+type OIDC struct {
+	IssuerURL string `json:"issuerURL"`
+	ClientID  string `json:"clientID"`
+	// CASecret names a Secret in kcp-system holding the issuer's CA chain, for an
+	// issuer whose certificate is not in the kcp image's trust store.
+	CASecret *SecretKeyRef `json:"caSecret,omitempty"`
+
+	// Fixed by the hub; present only so that a config changing them is refused.
+	UsernameClaim  *string `json:"usernameClaim,omitempty"`
+	GroupsClaim    *string `json:"groupsClaim,omitempty"`
+	UsernamePrefix *string `json:"usernamePrefix,omitempty"`
+	GroupsPrefix   *string `json:"groupsPrefix,omitempty"`
+}
+
+// SecretKeyRef points at one key of a Secret.
+type SecretKeyRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// Etcd is the shape of every shard's etcd cluster.
+type Etcd struct {
+	Members      int    `json:"members"`
+	VolumeSize   string `json:"volumeSize"`
+	StorageClass string `json:"storageClass"`
+}
+
+// Network is the cluster's Service network.
+type Network struct {
+	ServiceCIDR string `json:"serviceCIDR"`
+}
+
+// LoadBalancer holds the request timeout every kcp backend gets at the edge.
+type LoadBalancer struct {
+	Timeout string `json:"timeout"`
+}
+
+// Hub is where the hub reads its kcp kubeconfig.
+type Hub struct {
+	Namespace          string `json:"namespace"`
+	SecretName         string `json:"secretName"`
+	SecretKey          string `json:"secretKey"`
+	KubeconfigValidity string `json:"kubeconfigValidity"`
+	// RemintGeneration: raise it to mint a new hub credential before the old one expires.
+	RemintGeneration int `json:"remintGeneration"`
+}
+
+// Kind holds the settings of the kind stack.
+type Kind struct {
+	// Context is the kubeconfig context of the kind cluster.
+	Context string `json:"context"`
+	// CertManagerPresent and EnvoyGatewayPresent say the cluster already has them,
+	// so the stack does not install them.
+	CertManagerPresent  bool `json:"certManagerPresent"`
+	EnvoyGatewayPresent bool `json:"envoyGatewayPresent"`
+	// GatewayNodePort is the NodePort of the Envoy Gateway listener (kind maps it to the host).
+	GatewayNodePort int `json:"gatewayNodePort"`
+}
+
+// GKE holds the settings of the gke stack: the existing cluster and what the
+// program provisions around it.
+type GKE struct {
+	Project   string            `json:"project"`
+	Location  string            `json:"location"`
+	Cluster   string            `json:"cluster"`
+	Zones     []string          `json:"zones"`
+	NodePools GKENodePools      `json:"nodePools"`
+	Snapshots GKESnapshots      `json:"snapshots"`
+	DNS       GKEResponsePolicy `json:"dns"`
+	Gateway   GKEGateway        `json:"gateway"`
+}
+
+// GKENodePools sizes the kcp pool and the dedicated etcd pool.
+type GKENodePools struct {
+	Kcp  NodePool `json:"kcp"`
+	Etcd NodePool `json:"etcd"`
+}
+
+// NodePool is one autoscaled node pool; counts are per zone.
+type NodePool struct {
+	MachineType string `json:"machineType"`
+	MinPerZone  int    `json:"minPerZone"`
+	MaxPerZone  int    `json:"maxPerZone"`
+	DiskSizeGb  int    `json:"diskSizeGb"`
+}
+
+// GKESnapshots configures etcd snapshots to GCS and the restore drill.
+type GKESnapshots struct {
+	Schedule      string `json:"schedule"`
+	DrillSchedule string `json:"drillSchedule"`
+	RetentionDays int    `json:"retentionDays"`
+	GcloudImage   string `json:"gcloudImageTag"`
+}
+
+// GKEResponsePolicy configures the Cloud DNS split horizon.
+type GKEResponsePolicy struct {
+	// ExistingResponsePolicy adds the rules to a policy that is already bound to the
+	// network (only one policy can be bound to a network) instead of creating one.
+	ExistingResponsePolicy string `json:"existingResponsePolicy,omitempty"`
+	TTL                    int    `json:"ttl"`
+}
+
+// GKEGateway configures the GKE Gateway in front of kcp.
+type GKEGateway struct {
+	ClassName string `json:"className"`
+	// Exactly one of CertificateSecret and CertManagerClusterIssuer names the listener certificate.
+	CertificateSecret string `json:"certificateSecret,omitempty"`
+	CertManagerClusterIssuer string `json:"certManagerClusterIssuer,omitempty"`
+}
+
+// Durations parsed once validation has passed.
+
+// LoadBalancerTimeout is the validated edge timeout.
+func (c *Config) LoadBalancerTimeout() time.Duration { return mustDuration(c.LoadBalancer.Timeout) }
+
+// KubeconfigValidity is the validated lifetime of the hub credential.
+func (c *Config) KubeconfigValidity() time.Duration { return mustDuration(c.Hub.KubeconfigValidity) }
+
+func mustDuration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		panic("config: duration used before validation: " + s)
+	}
+	return d
+}
+
+// AllShards is the root shard followed by the additional shards, in config order.
+func (k Kcp) AllShards() []NamedShard {
+	return append([]NamedShard{{Name: RootShardName, Endpoint: k.RootShard}}, k.Shards...)
+}
+
+// RootShardName is the name of the RootShard object (the design document's "root").
+const RootShardName = "root"

@@ -1,0 +1,35 @@
+package config
+
+// Pinned versions. The design document: "Pin every kcp image explicitly, including the
+// root shard's proxy image; otherwise a component follows the operator's default and
+// drifts on the next operator upgrade."
+const (
+	DefaultKcpVersion           = "v0.33.0"
+	DefaultOperatorChartVersion = "0.7.10"
+	DefaultOperatorImageTag     = "v0.10.0"
+	DefaultEtcdVersion          = "v3.6.14"
+	DefaultCertManagerVersion   = "v1.19.2"
+	DefaultEnvoyGatewayVersion  = "v1.9.0"
+	DefaultGcloudImageTag       = "546.0.0-stable"
+	DefaultDNSCheckImage        = "curlimages/curl:8.10.1"
+)
+
+// Image repositories and chart sources. Repositories are fixed: only tags move.
+const (
+	KcpImageRepository      = "ghcr.io/kcp-dev/kcp"
+	OperatorImageRepository = "ghcr.io/kcp-dev/kcp-operator"
+	EtcdImageRepository     = "gcr.io/etcd-development/etcd"
+	GcloudImageRepository   = "gcr.io/google.com/cloudsdktool/google-cloud-cli"
+
+	OperatorChartName       = "kcp-operator"
+	OperatorChartRepository = "https://kcp-dev.github.io/helm-charts"
+	CertManagerChartRepo    = "https://charts.jetstack.io"
+	EnvoyGatewayChart       = "oci://docker.io/envoyproxy/gateway-helm"
+)
+
+// KnownOperatorPairs lists the kcp-operator chart versions this program was checked
+// against, with the operator image each one ships. A chart with another image is an
+// untested combination: the chart's CRDs are templates and must match the operator.
+var KnownOperatorPairs = map[string]string{
+	"0.7.10": "v0.10.0",
+}

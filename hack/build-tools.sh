@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# Builds the binaries the tests need from Go modules (offline apart from the
+# Go module proxy and Debian's packages) into a cache keyed by tool and
+# version, skipping any that are already there.
+#
+# Usage:
+#   hack/build-tools.sh [GROUP...]        build GROUPs (default: all); print one
+#                                         bin directory per line on stdout
+#   hack/build-tools.sh env [GROUP...]    build as above, then print
+#                                         `export PATH=...` for eval:
+#                                           eval "$(hack/build-tools.sh env kube kwok)"
+#   hack/build-tools.sh paths [GROUP...]  print the bin directories without
+#                                         building (they may not exist yet)
+#   hack/build-tools.sh list              print the groups, versions and binaries
+#
+# Groups, in the order `all` builds them (cold times on 2 cores):
+#   kube        kube-apiserver, kube-controller-manager, kube-scheduler (tools/kube)
+#   etcd        etcd: Debian's etcd-server package, installed with apt-get when
+#               etcd is not on PATH; RAILGRID_ETCD_FROM=source builds etcd from
+#               tools/etcd into the cache instead
+#   actionlint  actionlint (go install at an exact version)
+#   kwok        kwok (go install at an exact version)
+#   pulumi      pulumi CLI (tools/pulumi)
+#   provider    pulumi-resource-kubernetes (tools/provider; needs ~5 GB of memory)
+#
+# Environment:
+#   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
+#                         binaries go to <root>/<name>-<version>/
+#   RAILGRID_ETCD_FROM    apt (default) or source
+#
+# Build logs go to stderr; stdout carries only the paths or export lines.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TOOLS="$ROOT/tools"
+CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
+ALL_GROUPS=(kube etcd actionlint kwok pulumi provider)
+
+# Versions of the tools installed with `go install module@version`.
+ACTIONLINT_VERSION=v1.7.12
+KWOK_VERSION=v0.8.0
+# Version the Kubernetes provider reports to the Pulumi engine; matches the
+# github.com/pulumi/pulumi-kubernetes/sdk/v4 version the program uses.
+PROVIDER_SERVE_VERSION=4.32.0
+
+log() { printf '[build-tools] %s\n' "$*" >&2; }
+TMPDIRS=()
+trap 'for d in ${TMPDIRS[@]+"${TMPDIRS[@]}"}; do rm -rf "$d"; done' EXIT
+die() { log "error: $*"; exit 1; }
+
+# modver DIR MODULE: the version of MODULE required by DIR/go.mod.
+modver() {
+  local v
+  v=$(awk -v m="$2" '
+    $1 == "require" && $2 == m { print $3; exit }
+    $1 == m && $2 ~ /^v/ { print $2; exit }' "$1/go.mod")
+  [[ -n $v ]] || die "$2 is not required in ${1#"$ROOT"/}/go.mod"
+  printf '%s\n' "$v"
+}
+
+# Per group: cache name, version, binaries.
+group_info() {
+  case $1 in
+    kube)
+      NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes)
+      BINS=(kube-apiserver kube-controller-manager kube-scheduler) ;;
+    etcd)
+      NAME=etcd; BINS=(etcd)
+      if [[ ${RAILGRID_ETCD_FROM:-apt} == source ]]; then
+        VERSION=$(modver "$TOOLS/etcd" go.etcd.io/etcd/server/v3)
+      else
+        VERSION=apt
+      fi ;;
+    actionlint) NAME=actionlint; VERSION=$ACTIONLINT_VERSION; BINS=(actionlint) ;;
+    kwok) NAME=kwok; VERSION=$KWOK_VERSION; BINS=(kwok) ;;
+    pulumi)
+      NAME=pulumi; VERSION=$(modver "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3)
+      BINS=(pulumi) ;;
+    provider)
+      NAME=pulumi-resource-kubernetes
+      # Served version plus the commit of the provider module's pseudo-version.
+      VERSION=$(modver "$TOOLS/provider" github.com/pulumi/pulumi-kubernetes/provider/v4)
+      VERSION=v$PROVIDER_SERVE_VERSION-${VERSION##*-}
+      BINS=(pulumi-resource-kubernetes) ;;
+    *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
+  esac
+}
+
+# bindir GROUP: where GROUP's binaries live.
+bindir() {
+  group_info "$1"
+  if [[ $1 == etcd && $VERSION == apt ]]; then
+    local etcd
+    if etcd=$(command -v etcd); then dirname "$etcd"; else echo /usr/bin; fi
+  else
+    printf '%s\n' "$CACHE/$NAME-$VERSION"
+  fi
+}
+
+have_all() {
+  local dir=$1 b
+  shift
+  for b in "$@"; do [[ -x $dir/$b ]] || return 1; done
+}
+
+GOBUILD=(go build -trimpath -buildvcs=false)
+
+# Each builder writes the binaries into $1, a fresh staging directory.
+build_kube() {
+  local out=$1 v=$VERSION pkg="k8s.io/component-base/version" cgo="k8s.io/client-go/pkg/version"
+  local major=${v#v}; major=${major%%.*}
+  local minor=${v#v"$major".}; minor=${minor%%.*}
+  local ld="-s -w" p
+  for p in "$pkg" "$cgo"; do
+    ld+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  local pkgs=("${BINS[@]/#/k8s.io/kubernetes/cmd/}")
+  (cd "$TOOLS/kube" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$out/" "${pkgs[@]}")
+}
+
+build_etcd_source() {
+  local ld="-s -w"
+  (cd "$TOOLS/etcd" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$1/etcd" go.etcd.io/etcd/server/v3)
+}
+
+go_install() { # out module/pkg@version
+  GOBIN=$1 CGO_ENABLED=0 go install -trimpath -buildvcs=false -ldflags "-s -w" "$2"
+}
+build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
+build_kwok() { go_install "$1" "sigs.k8s.io/kwok/cmd/kwok@$VERSION"; }
+
+build_pulumi() {
+  local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$VERSION"
+  (cd "$TOOLS/pulumi" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$1/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+}
+
+build_provider() {
+  local out=$1 mod=github.com/pulumi/pulumi-kubernetes/provider/v4 scratch moddir
+  scratch=$(mktemp -d "$CACHE/.provider-src.XXXXXX")
+  TMPDIRS+=("$scratch")
+  # Build a copy of tools/provider with the provider module's schema and
+  # Terraform mapping beside main.go, so nothing is written into the repo.
+  cp "$TOOLS/provider/go.mod" "$TOOLS/provider/go.sum" "$TOOLS/provider/main.go" "$scratch/"
+  (cd "$scratch" && go mod download "$mod")
+  moddir=$(cd "$scratch" && go list -m -f '{{.Dir}}' "$mod")
+  [[ -n $moddir ]] || die "no module directory for $mod"
+  cp "$moddir/cmd/pulumi-resource-kubernetes/schema.json" \
+     "$moddir/cmd/pulumi-resource-kubernetes/terraform-mapping.json" "$scratch/"
+  chmod u+w "$scratch"/*.json
+  local ld="-s -w -X main.version=$PROVIDER_SERVE_VERSION -X $mod/pkg/version.Version=$PROVIDER_SERVE_VERSION"
+  (cd "$scratch" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$out/pulumi-resource-kubernetes" .)
+  rm -rf "$scratch"
+}
+
+install_etcd_apt() {
+  command -v etcd >/dev/null && return 0
+  command -v apt-get >/dev/null || die "etcd is not on PATH and apt-get is missing; try RAILGRID_ETCD_FROM=source"
+  local sudo=()
+  [[ $(id -u) == 0 ]] || sudo=(sudo)
+  log "etcd: installing Debian package etcd-server"
+  "${sudo[@]}" apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends etcd-server >&2
+  command -v etcd >/dev/null || die "etcd-server installed but etcd is not on PATH"
+}
+
+build_group() {
+  local g=$1 dir stage start lockfd=
+  group_info "$g"
+  if [[ $g == etcd && $VERSION == apt ]]; then
+    start=$SECONDS
+    install_etcd_apt
+    log "etcd: $(command -v etcd) ($((SECONDS - start))s)"
+    return
+  fi
+  dir="$CACHE/$NAME-$VERSION"
+  if have_all "$dir" "${BINS[@]}"; then
+    log "$g: cached in $dir"
+    return
+  fi
+  mkdir -p "$CACHE"
+  # Serialise concurrent builds of the same group.
+  if command -v flock >/dev/null; then
+    exec {lockfd}>"$CACHE/.$NAME-$VERSION.lock"
+    flock "$lockfd"
+    if have_all "$dir" "${BINS[@]}"; then
+      log "$g: cached in $dir"
+      exec {lockfd}>&-
+      return
+    fi
+  fi
+  start=$SECONDS
+  log "$g: building $NAME $VERSION (${BINS[*]})"
+  stage=$(mktemp -d "$CACHE/.$NAME-$VERSION.XXXXXX")
+  TMPDIRS+=("$stage")
+  case $g in
+    etcd) build_etcd_source "$stage" ;;
+    *) "build_$g" "$stage" ;;
+  esac
+  have_all "$stage" "${BINS[@]}" || die "$g: build did not produce ${BINS[*]}"
+  # Publish the complete set at once so a half-built directory never counts.
+  rm -rf "$dir"
+  mv "$stage" "$dir"
+  chmod 755 "$dir"
+  log "$g: built in $((SECONDS - start))s -> $dir"
+  [[ -z $lockfd ]] || exec {lockfd}>&-
+}
+
+# expand_groups GROUP...: sets GROUPS_SEL to the selected groups, deduplicated.
+expand_groups() {
+  local g x
+  (($# > 0)) || set -- all
+  GROUPS_SEL=()
+  for g in "$@"; do
+    [[ $g == all ]] || group_info "$g" # dies on an unknown group
+    for x in "${ALL_GROUPS[@]}"; do
+      [[ $g == all || $g == "$x" ]] || continue
+      [[ " ${GROUPS_SEL[*]-} " == *" $x "* ]] || GROUPS_SEL+=("$x")
+    done
+  done
+}
+
+main() {
+  local cmd=build
+  case ${1:-} in
+    env|paths|list) cmd=$1; shift ;;
+    -h|--help|help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; return ;;
+  esac
+  local g d dirs=()
+  expand_groups "$@"
+  if [[ $cmd == list ]]; then
+    for g in "${GROUPS_SEL[@]}"; do
+      group_info "$g"
+      printf '%-11s %-40s %s\n' "$g" "$NAME-$VERSION" "${BINS[*]}"
+    done
+    return
+  fi
+  if [[ $cmd != paths ]]; then
+    command -v go >/dev/null || die "go is not on PATH"
+    for g in "${GROUPS_SEL[@]}"; do build_group "$g"; done
+  fi
+  for g in "${GROUPS_SEL[@]}"; do
+    d=$(bindir "$g")
+    [[ " ${dirs[*]-} " == *" $d "* ]] || dirs+=("$d")
+  done
+  if [[ $cmd == env ]]; then
+    for g in "${dirs[@]}"; do printf 'export PATH=%q:"$PATH"\n' "$g"; done
+  else
+    printf '%s\n' "${dirs[@]}"
+  fi
+}
+
+main "$@"

@@ -1,0 +1,197 @@
+package mockstack
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/railgrid/railgrid-kcp/components"
+)
+
+// FakeMintTime is when the fake operator "minted" the hub kubeconfig; its certificate
+// expires FakeMintTime + the configured validity.
+var FakeMintTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// FakeKubeconfigMarker is in the fake client certificate's subject, so tests can look
+// for the kubeconfig in places it must not appear.
+const FakeKubeconfigMarker = "railgrid-kcp-mock-credential"
+
+// KindCorefile is kubeadm's default Corefile as a kind cluster has it.
+const KindCorefile = `.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30 {
+       disable success cluster.local
+       disable denial cluster.local
+    }
+    loop
+    reload
+    loadbalance
+}
+`
+
+func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duration) (string, resource.PropertyMap, []string, error) {
+	out := args.Inputs.Copy()
+	var faked []string
+	set := func(key string, value any) {
+		out[resource.PropertyKey(key)] = resource.NewPropertyValue(value)
+		faked = append(faked, key)
+	}
+	id := ""
+	if args.Custom && !opts.DryRun {
+		id = args.Name + "-id"
+	}
+	switch args.TypeToken {
+	case "kubernetes:core/v1:Secret":
+		if args.ID == components.NamespaceKcp+"/"+components.KubeconfigName {
+			kubeconfig, err := fakeKubeconfig(validity)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			set("data", map[string]any{components.KubeconfigSecretKey: base64.StdEncoding.EncodeToString(kubeconfig)})
+			out["data"] = resource.MakeSecret(out["data"])
+		}
+	case "kubernetes:core/v1:ConfigMap":
+		if args.ID == components.CoreDNSNamespace+"/"+components.CoreDNSConfigMap {
+			set("data", map[string]any{"Corefile": KindCorefile})
+		}
+	case "kubernetes:helm.sh/v3:Release":
+		set("status", map[string]any{"status": "deployed", "revision": 1})
+	case "random:index/randomId:RandomId":
+		set("hex", "5eed0001")
+		set("b64Std", "Xu0AAQ==")
+		set("b64Url", "Xu0AAQ")
+		set("dec", "1592590337")
+	case "gcp:serviceaccount/account:Account":
+		project := stringInput(args.Inputs, "project")
+		email := fmt.Sprintf("%s@%s.iam.gserviceaccount.com", stringInput(args.Inputs, "accountId"), project)
+		set("email", email)
+		set("member", "serviceAccount:"+email)
+		set("name", fmt.Sprintf("projects/%s/serviceAccounts/%s", project, email))
+	case "gcp:storage/bucket:Bucket":
+		set("url", "gs://"+stringInput(args.Inputs, "name"))
+	}
+	if args.ReadRPC != nil {
+		id = args.ID
+	}
+	return id, out, faked, nil
+}
+
+func fakeInvoke(args pulumi.MockCallArgs, opts Options) (resource.PropertyMap, bool, error) {
+	switch args.Token {
+	case "gcp:container/getCluster:getCluster":
+		project := stringInput(args.Args, "project")
+		location := stringInput(args.Args, "location")
+		name := stringInput(args.Args, "name")
+		return resource.NewPropertyMapFromMap(map[string]any{
+			"id":               fmt.Sprintf("projects/%s/locations/%s/clusters/%s", project, location, name),
+			"name":             name,
+			"endpoint":         "203.0.113.10",
+			"masterAuths":      []any{map[string]any{"clusterCaCertificate": base64.StdEncoding.EncodeToString([]byte("fake cluster CA"))}},
+			"servicesIpv4Cidr": opts.GKEServiceCIDR,
+			"ipAllocationPolicies": []any{map[string]any{
+				"servicesIpv4CidrBlock": opts.GKEServiceCIDR,
+			}},
+			"network": fmt.Sprintf("projects/%s/global/networks/railgrid", project),
+		}), true, nil
+	}
+	return nil, false, fmt.Errorf("mockstack: no fake for invoke %s", args.Token)
+}
+
+func stringInput(m resource.PropertyMap, key string) string {
+	v, ok := m[resource.PropertyKey(key)]
+	if !ok {
+		return ""
+	}
+	if v.IsSecret() {
+		v = v.SecretValue().Element
+	}
+	if !v.IsString() {
+		return ""
+	}
+	return v.StringValue()
+}
+
+// fakeKubeconfig is a kubeconfig as the operator writes it for a frontProxyRef target:
+// the in-cluster front-proxy Service, kcp's server CA and an admin client certificate.
+func fakeKubeconfig(validity time.Duration) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTemplate := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "root-server-ca"},
+		NotBefore: FakeMintTime, NotAfter: FakeMintTime.Add(10 * 365 * 24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	clientTemplate := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: components.KubeconfigUsername, Organization: []string{components.KubeconfigAdminGroup}, OrganizationalUnit: []string{FakeKubeconfigMarker}},
+		NotBefore:    FakeMintTime, NotAfter: FakeMintTime.Add(validity),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	clientDER, err := x509.CreateCertificate(rand.Reader, clientTemplate, caCert, &clientKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(clientKey)
+	if err != nil {
+		return nil, err
+	}
+	b64pem := func(typ string, der []byte) string {
+		return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+	}
+	server := "https://" + components.OperatorServiceHost(components.FrontProxyDeployment(components.FrontProxyName)) + ":6443"
+	kubeconfig := strings.Join([]string{
+		"apiVersion: v1",
+		"kind: Config",
+		"clusters:",
+		"- name: default",
+		"  cluster:",
+		"    server: " + server + "/clusters/root",
+		"    certificate-authority-data: " + b64pem("CERTIFICATE", caDER),
+		"contexts:",
+		"- name: default",
+		"  context: {cluster: default, user: default}",
+		"current-context: default",
+		"users:",
+		"- name: default",
+		"  user:",
+		"    client-certificate-data: " + b64pem("CERTIFICATE", clientDER),
+		"    client-key-data: " + b64pem("EC PRIVATE KEY", keyDER),
+		"",
+	}, "\n")
+	return []byte(kubeconfig), nil
+}
