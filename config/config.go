@@ -188,7 +188,7 @@ type GKEResponsePolicy struct {
 type GKEGateway struct {
 	ClassName string `json:"className"`
 	// Exactly one of CertificateSecret and CertManagerClusterIssuer names the listener certificate.
-	CertificateSecret string `json:"certificateSecret,omitempty"`
+	CertificateSecret        string `json:"certificateSecret,omitempty"`
 	CertManagerClusterIssuer string `json:"certManagerClusterIssuer,omitempty"`
 }
 

@@ -1,0 +1,71 @@
+// Command plan renders the offline plan of a stack: it runs the real composition (the
+// code `pulumi up` runs) under an in-process Pulumi mock monitor, with no cloud, cluster
+// or Pulumi CLI, and prints every Kubernetes object (yaml), every resource (json) or the
+// dependency graph with its critical path (graph).
+//
+//	go run ./cmd/plan -stack gke > before.yaml
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/internal/plan"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	flags := flag.NewFlagSet("plan", flag.ContinueOnError)
+	flags.SetOutput(stderr)
+	stack := flags.String("stack", "", "stack to render: kind or gke (reads Pulumi.<stack>.yaml)")
+	configFile := flags.String("config", "", "stack file to read instead of Pulumi.<stack>.yaml (same format)")
+	format := flags.String("format", "yaml", "yaml (Kubernetes objects), json (every resource) or graph (DOT and critical path)")
+	serviceCIDR := flags.String("gke-service-cidr", mockstack.DefaultGKEServiceCIDR, "Service range the mocked GKE cluster lookup reports")
+	flags.Usage = func() {
+		fmt.Fprintln(stderr, "usage: go run ./cmd/plan -stack kind|gke [-config FILE] [-format yaml|json|graph]")
+		flags.PrintDefaults()
+	}
+	if err := flags.Parse(args); err != nil {
+		return 2
+	}
+	if *stack == "" {
+		flags.Usage()
+		return 2
+	}
+	path := *configFile
+	if path == "" {
+		path = "Pulumi." + *stack + ".yaml"
+	}
+	rec, err := mockstack.RunStackFile(*stack, path, mockstack.Options{GKEServiceCIDR: *serviceCIDR})
+	var invalid config.Errors
+	if errors.As(err, &invalid) {
+		fmt.Fprintln(stderr, invalid.Error())
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	switch *format {
+	case "yaml":
+		err = plan.WriteYAML(stdout, rec)
+	case "json":
+		err = plan.WriteJSON(stdout, rec)
+	case "graph":
+		err = plan.WriteGraph(stdout, rec)
+	default:
+		fmt.Fprintf(stderr, "unknown -format %q: use yaml, json or graph\n", *format)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
