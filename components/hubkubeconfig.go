@@ -92,7 +92,9 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 	if err != nil {
 		return nil, err
 	}
-	encoded := pulumi.ToSecret(minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey))).(pulumi.StringOutput)
+	// Secret all the way: the read keeps data secret, and the Kubernetes SDK wraps every
+	// Secret's data in a Pulumi secret.
+	encoded := minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey))
 
 	hubSecret, err := corev1.NewSecret(ctx, name+"-hub-secret", &corev1.SecretArgs{
 		Metadata: &metav1.ObjectMetaArgs{

@@ -152,9 +152,11 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 	}, child...); err != nil {
 		return nil, err
 	}
-	if p.Snapshots, err = platform.Snapshots().DeclareSnapshots(ctx, name+"-snapshots", p.Etcd, child...); err != nil {
+	snapshots, err := NewEtcdSnapshots(ctx, name+"-snapshots", &EtcdSnapshotsArgs{Clusters: p.Etcd, Backend: platform.Snapshots()}, child...)
+	if err != nil {
 		return nil, err
 	}
+	p.Snapshots = snapshots.Outputs
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
 		"hubSecretName":   p.Hub.SecretName,
 		"hubExpiresAt":    p.Hub.ExpiresAt,

@@ -337,10 +337,6 @@ func (c *Config) validateGKE(errs *Errors) {
 	}
 	checkPool("gke.nodePools.kcp", g.NodePools.Kcp)
 	checkPool("gke.nodePools.etcd", g.NodePools.Etcd)
-	if capacity := g.NodePools.Etcd.MaxPerZone * len(zones); len(zones) > 0 && capacity < c.Etcd.Members {
-		errs.add("gke.nodePools.etcd.maxPerZone", strconv.Itoa(g.NodePools.Etcd.MaxPerZone), fmt.Sprintf(
-			"gives at most %d etcd nodes, fewer than etcd.members (%d); each member needs a node of its own", capacity, c.Etcd.Members))
-	}
 	checkCron := func(key, value string) {
 		fields := strings.Fields(value)
 		ok := len(fields) == 5

@@ -1,21 +1,28 @@
+// Package tests asserts the design document's rules on what the program declares, by
+// running the real composition of the shipped stacks (and of variants of them) under
+// Pulumi mocks.
 package tests
 
 import (
-	"os"
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/internal/plan"
 )
 
-// Stacks are run once per test binary: the composition is deterministic.
+// The shipped stacks are run once per test binary: the composition is deterministic.
 var (
-	stackOnce   = map[string]*sync.Once{"kind": {}, "gke": {}}
+	stackMu     sync.Mutex
 	stackResult = map[string]*mockstack.Recording{}
-	stackErr    = map[string]error{}
 )
 
 // stackFile is the path of a shipped Pulumi.<stack>.yaml.
@@ -24,21 +31,196 @@ func stackFile(stack string) string { return filepath.Join("..", "Pulumi."+stack
 // runStack runs the real composition of a shipped stack under mocks.
 func runStack(t *testing.T, stack string) *mockstack.Recording {
 	t.Helper()
-	stackOnce[stack].Do(func() {
-		stackResult[stack], stackErr[stack] = mockstack.RunStackFile(stack, stackFile(stack), mockstack.Options{})
-	})
-	require.NoError(t, stackErr[stack])
-	return stackResult[stack]
+	stackMu.Lock()
+	defer stackMu.Unlock()
+	if rec, ok := stackResult[stack]; ok {
+		return rec
+	}
+	rec, err := mockstack.RunStackFile(stack, stackFile(stack), mockstack.Options{})
+	require.NoError(t, err)
+	stackResult[stack] = rec
+	return rec
 }
 
-func TestMain(m *testing.M) { os.Exit(m.Run()) }
+// shippedConfig is the validated config of a shipped stack.
+func shippedConfig(t *testing.T, stack string) *config.Config {
+	t.Helper()
+	cfg, err := config.ParseStackFile(stackFile(stack))
+	require.NoError(t, err)
+	return cfg
+}
 
-func TestBothStacksEvaluate(t *testing.T) {
-	for _, stack := range []string{"kind", "gke"} {
-		rec := runStack(t, stack)
-		require.NotEmpty(t, rec.Resources, stack)
-		for _, r := range rec.Resources {
-			t.Logf("%s %s parent=%s deps=%d", stack, r.URN, r.Parent, len(r.Dependencies))
+// stackValues is a shipped stack's config as editable trees, keyed without the project
+// prefix, for tests that run a variant of it.
+func stackValues(t *testing.T, stack string) map[string]any {
+	t.Helper()
+	raw, err := config.ReadStackFile(stackFile(stack))
+	require.NoError(t, err)
+	out := map[string]any{}
+	for key, value := range raw {
+		var decoded any
+		if json.Unmarshal([]byte(value), &decoded) != nil || !strings.HasPrefix(strings.TrimSpace(value), "{") && !strings.HasPrefix(strings.TrimSpace(value), "[") {
+			decoded = value
+		}
+		out[key] = decoded
+	}
+	return out
+}
+
+// set changes one value of a stackValues tree: key is "<project>:<top>" or a
+// provider key, path is dotted with [i] indexes inside it.
+func set(t *testing.T, values map[string]any, key, path string, value any) {
+	t.Helper()
+	if path == "" {
+		values[key] = value
+		return
+	}
+	node, ok := values[key]
+	if !ok {
+		node = map[string]any{}
+		values[key] = node
+	}
+	parts := splitPath(path)
+	for i, part := range parts {
+		last := i == len(parts)-1
+		switch n := node.(type) {
+		case map[string]any:
+			if last {
+				n[part] = value
+				return
+			}
+			next, ok := n[part]
+			if !ok {
+				next = map[string]any{}
+				n[part] = next
+			}
+			node = next
+		case []any:
+			idx, err := strconv.Atoi(part)
+			require.NoError(t, err, "index %q in %s", part, path)
+			if last {
+				n[idx] = value
+				return
+			}
+			node = n[idx]
+		default:
+			t.Fatalf("cannot set %s in %s: %T", path, key, node)
 		}
 	}
+}
+
+// splitPath splits a dotted path; "\." is a dot inside a key (label names).
+func splitPath(path string) []string {
+	path = strings.ReplaceAll(path, "[", ".")
+	path = strings.ReplaceAll(path, "]", "")
+	const escapedDot = "\x00"
+	path = strings.ReplaceAll(path, `\.`, escapedDot)
+	parts := strings.Split(path, ".")
+	for i := range parts {
+		parts[i] = strings.ReplaceAll(parts[i], escapedDot, ".")
+	}
+	return parts
+}
+
+// runValues runs the composition for edited stack values.
+func runValues(t *testing.T, stack string, values map[string]any, opts mockstack.Options) (*mockstack.Recording, error) {
+	t.Helper()
+	encoded := map[string]string{}
+	for key, value := range values {
+		if s, ok := value.(string); ok {
+			encoded[key] = s
+			continue
+		}
+		b, err := json.Marshal(value)
+		require.NoError(t, err)
+		encoded[key] = string(b)
+	}
+	return mockstack.RunConfig(stack, encoded, opts)
+}
+
+// key is a project config key.
+func key(name string) string { return config.Project + ":" + name }
+
+// object returns the declared Kubernetes object of a kind and metadata name.
+func object(t *testing.T, rec *mockstack.Recording, kind, name string) mockstack.Resource {
+	t.Helper()
+	res, ok := rec.KubernetesObject(kind, name)
+	require.True(t, ok, "stack %s declares no %s %q", rec.Stack, kind, name)
+	return res
+}
+
+// inputs is a resource's inputs as plain values (secrets replaced by a placeholder).
+func inputs(res mockstack.Resource) map[string]any { return plan.Redact(res.Inputs) }
+
+// get walks a dotted path (with [i] indexes) through plain values.
+func get(t *testing.T, tree any, path string) any {
+	t.Helper()
+	node := tree
+	for _, part := range splitPath(path) {
+		switch n := node.(type) {
+		case map[string]any:
+			next, ok := n[part]
+			require.True(t, ok, "no %q on the way to %s", part, path)
+			node = next
+		case []any:
+			idx, err := strconv.Atoi(part)
+			require.NoError(t, err, "expected an index at %q in %s", part, path)
+			require.Less(t, idx, len(n), "index %d out of range in %s", idx, path)
+			node = n[idx]
+		default:
+			t.Fatalf("cannot walk %q into %T in %s", part, node, path)
+		}
+	}
+	return node
+}
+
+// getString is get for a string value.
+func getString(t *testing.T, tree any, path string) string {
+	t.Helper()
+	v := get(t, tree, path)
+	s, ok := v.(string)
+	require.True(t, ok, "%s is %T (%v), not a string", path, v, v)
+	return s
+}
+
+// strings of a list value.
+func stringList(t *testing.T, tree any, path string) []string {
+	t.Helper()
+	items, ok := get(t, tree, path).([]any)
+	require.True(t, ok, "%s is not a list", path)
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		out = append(out, fmt.Sprint(item))
+	}
+	return out
+}
+
+// number of a numeric value.
+func number(t *testing.T, tree any, path string) int {
+	t.Helper()
+	v, ok := get(t, tree, path).(float64)
+	require.True(t, ok, "%s is not a number", path)
+	return int(v)
+}
+
+// requireRefused asserts that a config is refused before any resource is declared, with
+// an error that names the key and the value.
+func requireRefused(t *testing.T, stack string, values map[string]any, opts mockstack.Options, wantKey, wantValue, wantRule string) {
+	t.Helper()
+	rec, err := runValues(t, stack, values, opts)
+	require.Error(t, err)
+	var invalid config.Errors
+	require.ErrorAs(t, err, &invalid, "want config.Errors, got %v", err)
+	var found bool
+	for _, fe := range invalid {
+		if fe.Key == wantKey {
+			found = true
+			require.Equal(t, wantValue, fe.Value, "value named by %s", wantKey)
+			require.Contains(t, fe.Rule, wantRule)
+			require.Contains(t, err.Error(), config.Project+":"+wantKey)
+		}
+	}
+	require.True(t, found, "no error names %s; got:\n%v", wantKey, err)
+	require.NotNil(t, rec)
+	require.Empty(t, rec.Resources, "a refused config must declare nothing")
 }

@@ -72,7 +72,6 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 				return "", nil, nil, err
 			}
 			set("data", map[string]any{components.KubeconfigSecretKey: base64.StdEncoding.EncodeToString(kubeconfig)})
-			out["data"] = resource.MakeSecret(out["data"])
 		}
 	case "kubernetes:core/v1:ConfigMap":
 		if args.ID == components.CoreDNSNamespace+"/"+components.CoreDNSConfigMap {
@@ -96,6 +95,12 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 	}
 	if args.ReadRPC != nil {
 		id = args.ID
+		// As the engine does: outputs a read asks to keep secret come back secret.
+		for _, k := range args.ReadRPC.GetAdditionalSecretOutputs() {
+			if v, ok := out[resource.PropertyKey(k)]; ok && !v.IsSecret() {
+				out[resource.PropertyKey(k)] = resource.MakeSecret(v)
+			}
+		}
 	}
 	return id, out, faked, nil
 }

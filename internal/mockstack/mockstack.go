@@ -71,8 +71,9 @@ type Options struct {
 const DefaultGKEServiceCIDR = "34.118.224.0/20"
 
 // RunConfig runs the composition for one stack's config values ("<ns>:<key>" as the
-// engine passes them; see config.ReadStackFile). A config that fails validation returns
-// config.Errors and records no resource.
+// engine passes them; see config.ReadStackFile). A config that fails validation, or a
+// GKE cluster whose Service range does not hold the fixed ClusterIPs, returns
+// config.Errors with the (empty) recording.
 func RunConfig(stack string, values map[string]string, opts Options) (*Recording, error) {
 	if opts.GKEServiceCIDR == "" {
 		opts.GKEServiceCIDR = DefaultGKEServiceCIDR
@@ -93,14 +94,15 @@ func RunConfig(stack string, values map[string]string, opts Options) (*Recording
 		info.DryRun = opts.DryRun
 	}
 	err := pulumi.RunErr(program, pulumi.WithMocks(config.Project, stack, m), withConfig)
-	if validationErr != nil {
-		return nil, validationErr
-	}
-	if err != nil {
-		return nil, err
-	}
 	rec := &Recording{Stack: stack, Resources: m.resources, Invokes: m.invokes}
 	sort.SliceStable(rec.Resources, func(i, j int) bool { return rec.Resources[i].URN < rec.Resources[j].URN })
+	if validationErr != nil {
+		// The recording is returned too, so callers can check that nothing was declared.
+		return rec, validationErr
+	}
+	if err != nil {
+		return rec, err
+	}
 	return rec, nil
 }
 

@@ -1,0 +1,359 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+)
+
+var stacks = []string{"kind", "gke"}
+
+// kcpObjects are the RootShard, every Shard and the FrontProxy of a stack.
+func kcpObjects(t *testing.T, rec *mockstack.Recording, cfg *config.Config) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{
+		"RootShard root":      inputs(object(t, rec, "RootShard", config.RootShardName)),
+		"FrontProxy frontproxy": inputs(object(t, rec, "FrontProxy", components.FrontProxyName)),
+	}
+	for _, s := range cfg.Kcp.Shards {
+		out["Shard "+s.Name] = inputs(object(t, rec, "Shard", s.Name))
+	}
+	return out
+}
+
+// Pin every kcp image, including the root shard's proxy: otherwise a component follows
+// the operator's default and drifts on the next operator upgrade.
+func TestEveryKcpImageUsesThePinnedVersion(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		images := map[string]map[string]any{}
+		for name, obj := range kcpObjects(t, rec, cfg) {
+			images[name] = get(t, obj, "spec.image").(map[string]any)
+		}
+		images["RootShard root proxy"] = get(t, inputs(object(t, rec, "RootShard", "root")), "spec.proxy.image").(map[string]any)
+		require.Len(t, images, 4, stack)
+		for name, image := range images {
+			require.Equal(t, config.KcpImageRepository, image["repository"], "%s %s", stack, name)
+			require.Equal(t, cfg.Versions.Kcp, image["tag"], "%s %s", stack, name)
+		}
+	}
+	// The tag follows the config: a new version moves every image at once.
+	values := stackValues(t, "kind")
+	setIn(values, "versions", "kcp", "v0.33.1")
+	rec, err := runValues(t, "kind", values, mockstack.Options{})
+	require.NoError(t, err)
+	for _, kind := range []string{"RootShard", "Shard", "FrontProxy"} {
+		for _, res := range rec.ByType("kubernetes:operator.kcp.io/v1alpha1:" + kind) {
+			require.Equal(t, "v0.33.1", getString(t, inputs(res), "spec.image.tag"), kind)
+		}
+	}
+	require.Equal(t, "v0.33.1", getString(t, inputs(object(t, rec, "RootShard", "root")), "spec.proxy.image.tag"))
+}
+
+// Enable CacheAPIs, and set the virtual-workspace URL to the shard's public hostname.
+func TestEveryShardEnablesCacheAPIsAndAdvertisesItsVirtualWorkspaceURL(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		for _, s := range cfg.Kcp.AllShards() {
+			kind := "Shard"
+			if s.Name == config.RootShardName {
+				kind = "RootShard"
+			}
+			args := stringList(t, inputs(object(t, rec, kind, s.Name)), "spec.extraArgs")
+			require.Contains(t, strings.Join(args, " "), "CacheAPIs=true", "%s %s", stack, s.Name)
+			require.Contains(t, args, "--shard-virtual-workspace-url=https://"+s.Hostname, "%s %s", stack, s.Name)
+			require.Contains(t, args, "--request-timeout="+cfg.Kcp.RequestTimeout)
+			// The in-cluster path presents the serving certificate under the public name.
+			require.Contains(t, stringList(t, inputs(object(t, rec, kind, s.Name)), "spec.certificateTemplates.server.spec.dnsNames"), s.Hostname)
+		}
+	}
+}
+
+// Set the virtual-workspace URL, never the base URL: no shard base URL anywhere.
+func TestNoShardBaseURLIsDeclaredAnywhere(t *testing.T) {
+	for _, stack := range stacks {
+		rec := runStack(t, stack)
+		require.NotEmpty(t, rec.Resources)
+		for _, res := range rec.Resources {
+			encoded, err := json.Marshal(inputs(res))
+			require.NoError(t, err)
+			require.NotContains(t, string(encoded), "shardBaseURL", "%s %s", stack, res)
+			require.NotContains(t, string(encoded), "--shard-base-url", "%s %s", stack, res)
+		}
+	}
+}
+
+// OIDC must match the hub exactly, on every component that validates tokens.
+func TestOIDCMatchesTheHubOnEveryComponent(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		for name, obj := range kcpObjects(t, rec, cfg) {
+			oidc := get(t, obj, "spec.auth.oidc")
+			require.Equal(t, cfg.OIDC.IssuerURL, getString(t, oidc, "issuerURL"), name)
+			require.Equal(t, cfg.OIDC.ClientID, getString(t, oidc, "clientID"), name)
+			require.Equal(t, "email", getString(t, oidc, "usernameClaim"), name)
+			require.Equal(t, "groups", getString(t, oidc, "groupsClaim"), name)
+			require.Equal(t, "railgrid:", getString(t, oidc, "usernamePrefix"), name)
+			require.Equal(t, "railgrid:", getString(t, oidc, "groupsPrefix"), name)
+			// The front proxy's CRD requires service-account auth with OIDC.
+			require.Equal(t, true, get(t, obj, "spec.auth.serviceAccount.enabled"), name)
+			require.NotContains(t, oidc.(map[string]any), "caFileRef", "no CA configured in the shipped stacks")
+		}
+	}
+	// An issuer CA is wired where kcp reads it: caFileRef on every component.
+	values := stackValues(t, "gke")
+	setIn(values, "oidc", "caSecret", map[string]any{"name": "oidc-issuer-ca"})
+	rec, err := runValues(t, "gke", values, mockstack.Options{})
+	require.NoError(t, err)
+	for name, obj := range kcpObjects(t, rec, shippedConfig(t, "gke")) {
+		require.Equal(t, "oidc-issuer-ca", getString(t, obj, "spec.auth.oidc.caFileRef.name"), name)
+		require.Equal(t, "ca.crt", getString(t, obj, "spec.auth.oidc.caFileRef.key"), name)
+	}
+}
+
+// Each shard has its own etcd and lists every member of it.
+func TestEachShardListsEveryMemberOfItsOwnEtcd(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		seen := map[string]bool{}
+		for _, s := range cfg.Kcp.AllShards() {
+			kind := "Shard"
+			if s.Name == config.RootShardName {
+				kind = "RootShard"
+			}
+			sts := inputs(object(t, rec, "StatefulSet", "etcd-"+s.Name))
+			replicas := number(t, sts, "spec.replicas")
+			require.Equal(t, cfg.Etcd.Members, replicas)
+			headless := getString(t, sts, "spec.serviceName")
+			namespace := getString(t, sts, "metadata.namespace")
+			var want []string
+			for i := 0; i < replicas; i++ {
+				want = append(want, fmt.Sprintf("http://etcd-%s-%d.%s.%s.svc.cluster.local:2379", s.Name, i, headless, namespace))
+			}
+			got := stringList(t, inputs(object(t, rec, kind, s.Name)), "spec.etcd.endpoints")
+			require.Equal(t, want, got, "%s %s", stack, s.Name)
+			for _, e := range got {
+				require.False(t, seen[e], "%s: endpoint %s is shared between shards", stack, e)
+				seen[e] = true
+			}
+			// The headless Service publishes members before they are ready.
+			headlessSvc := inputs(object(t, rec, "Service", headless))
+			require.Equal(t, true, get(t, headlessSvc, "spec.publishNotReadyAddresses"))
+			require.Equal(t, "None", getString(t, headlessSvc, "spec.clusterIP"))
+		}
+	}
+}
+
+// Three members per shard spread over zones with minDomains 3, one member per node.
+func TestProductionEtcdSpreadsMembersOverZonesWithMinDomains(t *testing.T) {
+	rec := runStack(t, "gke")
+	for _, shard := range []string{"root", "alpha"} {
+		pod := get(t, inputs(object(t, rec, "StatefulSet", "etcd-"+shard)), "spec.template.spec")
+		spread := get(t, pod, "topologySpreadConstraints[0]")
+		require.Equal(t, "topology.kubernetes.io/zone", getString(t, spread, "topologyKey"))
+		require.Equal(t, 1, number(t, spread, "maxSkew"))
+		require.Equal(t, "DoNotSchedule", getString(t, spread, "whenUnsatisfiable"))
+		require.Equal(t, 3, number(t, spread, "minDomains"))
+		require.Equal(t, "etcd-"+shard, getString(t, spread, "labelSelector.matchLabels.app"))
+		anti := get(t, pod, "affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]")
+		require.Equal(t, "kubernetes.io/hostname", getString(t, anti, "topologyKey"))
+		require.Equal(t, "Parallel", getString(t, inputs(object(t, rec, "StatefulSet", "etcd-"+shard)), "spec.podManagementPolicy"))
+	}
+	// A single member has nothing to spread; a zone constraint would only keep it
+	// Pending on nodes without zone labels.
+	kindPod := get(t, inputs(object(t, runStack(t, "kind"), "StatefulSet", "etcd-root")), "spec.template.spec").(map[string]any)
+	require.NotContains(t, kindPod, "topologySpreadConstraints")
+	// Five members: minDomains 5.
+	values := stackValues(t, "gke")
+	setIn(values, "etcd", "members", 5)
+	setIn(values, "gke", "zones", []any{"europe-west1-a", "europe-west1-b", "europe-west1-c", "europe-west1-d", "europe-west1-e"})
+	rec5, err := runValues(t, "gke", values, mockstack.Options{})
+	require.NoError(t, err)
+	require.Equal(t, 5, number(t, inputs(object(t, rec5, "StatefulSet", "etcd-root")), "spec.template.spec.topologySpreadConstraints[0].minDomains"))
+	require.Equal(t, 3, number(t, inputs(object(t, rec5, "PodDisruptionBudget", "etcd-root")), "spec.minAvailable"), "quorum of 5")
+}
+
+// etcd is pinned, keeps quorum through disruptions and is reachable only from its own
+// shard's kcp pods, its snapshot jobs and its peers.
+func TestEtcdIsPinnedBudgetedAndUnreachableFromOutside(t *testing.T) {
+	rec, cfg := runStack(t, "gke"), shippedConfig(t, "gke")
+	for _, shard := range []string{"root", "alpha"} {
+		sts := inputs(object(t, rec, "StatefulSet", "etcd-"+shard))
+		require.Equal(t, config.EtcdImageRepository+":"+cfg.Versions.Etcd, getString(t, sts, "spec.template.spec.containers[0].image"))
+		require.Equal(t, "/readyz", getString(t, sts, "spec.template.spec.containers[0].readinessProbe.httpGet.path"))
+		require.Equal(t, "/livez", getString(t, sts, "spec.template.spec.containers[0].livenessProbe.httpGet.path"))
+		require.Equal(t, 2, number(t, inputs(object(t, rec, "PodDisruptionBudget", "etcd-"+shard)), "spec.minAvailable"))
+
+		policy := inputs(object(t, rec, "NetworkPolicy", "etcd-"+shard))
+		require.Equal(t, []string{"Ingress"}, stringList(t, policy, "spec.policyTypes"))
+		component := components.ComponentShard
+		if shard == "root" {
+			component = components.ComponentRootShard
+		}
+		kcpPeer := get(t, policy, "spec.ingress[0].from[0]")
+		require.Equal(t, components.NamespaceKcp, getString(t, kcpPeer, "namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name"))
+		require.Equal(t, component, getString(t, kcpPeer, "podSelector.matchLabels.app\\.kubernetes\\.io/component"))
+		require.Equal(t, shard, getString(t, kcpPeer, "podSelector.matchLabels.app\\.kubernetes\\.io/instance"))
+		require.Equal(t, 2379, number(t, policy, "spec.ingress[0].ports[0].port"))
+		require.Equal(t, shard, getString(t, policy, "spec.ingress[1].from[0].podSelector.matchLabels.railgrid\\.io/etcd-client"))
+	}
+}
+
+// Owned Services select the operator's pods and keep a fixed ClusterIP and
+// appProtocol HTTPS.
+func TestOwnedServicesSelectTheOperatorsPodsWithFixedClusterIPs(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		want := []struct {
+			service, component, instance, clusterIP string
+		}{
+			{"kcp-frontproxy", "front-proxy", "frontproxy", cfg.Kcp.FrontProxy.ClusterIP},
+			{"kcp-root", "rootshard", "root", cfg.Kcp.RootShard.ClusterIP},
+			{"kcp-alpha", "shard", "alpha", cfg.Kcp.Shards[0].ClusterIP},
+		}
+		for _, w := range want {
+			svc := inputs(object(t, rec, "Service", w.service))
+			require.Equal(t, components.NamespaceKcp, getString(t, svc, "metadata.namespace"))
+			require.Equal(t, w.clusterIP, getString(t, svc, "spec.clusterIP"), "%s %s", stack, w.service)
+			require.Equal(t, map[string]any{"app.kubernetes.io/component": w.component, "app.kubernetes.io/instance": w.instance}, get(t, svc, "spec.selector"))
+			ports := get(t, svc, "spec.ports").([]any)
+			var kcpPort bool
+			for i := range ports {
+				require.Equal(t, "HTTPS", getString(t, svc, fmt.Sprintf("spec.ports[%d].appProtocol", i)))
+				require.Equal(t, 6443, number(t, svc, fmt.Sprintf("spec.ports[%d].targetPort", i)))
+				kcpPort = kcpPort || number(t, svc, fmt.Sprintf("spec.ports[%d].port", i)) == 6443
+			}
+			require.True(t, kcpPort, "%s serves port 6443", w.service)
+		}
+	}
+}
+
+// Every kcp object waits for Available, so dependents start only when it is ready.
+func TestKcpObjectsWaitForAvailable(t *testing.T) {
+	rec := runStack(t, "kind")
+	for _, kind := range []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"} {
+		objs := rec.ByType("kubernetes:operator.kcp.io/v1alpha1:" + kind)
+		require.NotEmpty(t, objs, kind)
+		for _, res := range objs {
+			require.Equal(t, "condition=Available", getString(t, inputs(res), "metadata.annotations.pulumi\\.com/waitFor"), kind)
+			require.Equal(t, components.NamespaceKcp, getString(t, inputs(res), "metadata.namespace"))
+		}
+	}
+}
+
+// The root shard is created after the operator release, the Issuer and its etcd; the
+// shard and the front proxy after the root shard, independently; the Kubeconfig after
+// the front proxy; the hub Secret after the Kubeconfig.
+func TestKcpObjectsAreOrderedByWhatTheyNeed(t *testing.T) {
+	for _, stack := range stacks {
+		rec := runStack(t, stack)
+		urn := func(kind, name string) string { return object(t, rec, kind, name).URN }
+		root := urn("RootShard", "root")
+		release, ok := rec.Find("kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
+		require.True(t, ok)
+		for _, prerequisite := range []string{release.URN, urn("Issuer", "selfsigned"), urn("StatefulSet", "etcd-root")} {
+			require.True(t, rec.DependsOnTransitively(root, prerequisite), "%s: RootShard must wait for %s", stack, prerequisite)
+		}
+		shard, frontProxy := urn("Shard", "alpha"), urn("FrontProxy", "frontproxy")
+		require.True(t, rec.DependsOnTransitively(shard, root))
+		require.True(t, rec.DependsOnTransitively(shard, urn("StatefulSet", "etcd-alpha")))
+		require.True(t, rec.DependsOnTransitively(frontProxy, root))
+		require.False(t, rec.DependsOnTransitively(shard, frontProxy))
+		require.False(t, rec.DependsOnTransitively(frontProxy, shard))
+		kubeconfig := urn("Kubeconfig", components.KubeconfigName)
+		require.True(t, rec.DependsOnTransitively(kubeconfig, frontProxy))
+		require.True(t, rec.DependsOnTransitively(urn("Secret", "railgrid-kcp"), kubeconfig))
+		// etcd does not wait for the root shard (nothing circular).
+		require.False(t, rec.DependsOnTransitively(urn("StatefulSet", "etcd-root"), root))
+	}
+}
+
+// The hub kubeconfig is a Pulumi secret end to end and lands where the hub reads it.
+func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		kc := inputs(object(t, rec, "Kubeconfig", components.KubeconfigName))
+		require.Equal(t, "kcp-admin", getString(t, kc, "spec.username"))
+		require.Equal(t, []string{"system:kcp:admin"}, stringList(t, kc, "spec.groups"))
+		require.Equal(t, cfg.Hub.KubeconfigValidity, getString(t, kc, "spec.validity"))
+		require.Equal(t, components.KubeconfigName, getString(t, kc, "spec.secretRef.name"))
+		require.Equal(t, components.FrontProxyName, getString(t, kc, "spec.target.frontProxyRef.name"))
+
+		hub := object(t, rec, "Secret", cfg.Hub.SecretName)
+		require.Equal(t, cfg.Hub.Namespace, getString(t, inputs(hub), "metadata.namespace"))
+		data := hub.Inputs["data"]
+		require.True(t, data.IsSecret(), "%s: the hub Secret's data must be a Pulumi secret", stack)
+		element := data.SecretValue().Element
+		require.True(t, element.IsObject())
+		value, ok := element.ObjectValue()["admin.kubeconfig"]
+		require.True(t, ok, "key admin.kubeconfig")
+		require.True(t, value.IsString() && value.StringValue() != "", "the copied kubeconfig")
+		// Nothing about the credential is visible without unwrapping the secret.
+		encoded, err := json.Marshal(inputs(hub))
+		require.NoError(t, err)
+		require.NotContains(t, string(encoded), value.StringValue())
+
+		minted, ok := rec.Find("kubernetes:core/v1:Secret", "railgrid-kcp-hub-minted")
+		require.True(t, ok)
+		require.True(t, minted.Read, "the operator's Secret is read, not managed")
+		require.Equal(t, components.NamespaceKcp+"/"+components.KubeconfigName, minted.ReadID)
+	}
+}
+
+// Re-minting from config replaces the Kubeconfig object and changes the certificate.
+func TestRemintGenerationReplacesTheKubeconfig(t *testing.T) {
+	rec := runStack(t, "kind")
+	kc := object(t, rec, "Kubeconfig", components.KubeconfigName)
+	require.True(t, kc.DeleteBeforeReplace)
+	require.Contains(t, kc.ReplaceOnChanges, "metadata.annotations")
+	require.Equal(t, "0", getString(t, inputs(kc), "metadata.annotations.railgrid\\.io/remint-generation"))
+
+	values := stackValues(t, "kind")
+	setIn(values, "hub", "remintGeneration", 3)
+	rec3, err := runValues(t, "kind", values, mockstack.Options{})
+	require.NoError(t, err)
+	kc3 := inputs(object(t, rec3, "Kubeconfig", components.KubeconfigName))
+	require.Equal(t, "3", getString(t, kc3, "metadata.annotations.railgrid\\.io/remint-generation"))
+	require.Equal(t, []string{"railgrid-kcp-mint-3"}, stringList(t, kc3, "spec.certificateTemplate.spec.subject.organizationalUnits"))
+}
+
+// What holds data survives `pulumi destroy` and renames.
+func TestDataHoldersSurviveDestroy(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		require.True(t, object(t, rec, "Namespace", components.NamespaceEtcd).RetainOnDelete, "%s: deleting the etcd namespace deletes the volume claims", stack)
+		require.True(t, object(t, rec, "Namespace", cfg.Hub.Namespace).RetainOnDelete)
+		release, _ := rec.Find("kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
+		require.True(t, release.RetainOnDelete, "%s: uninstalling the chart deletes the CRDs and every kcp object", stack)
+		for _, shard := range []string{"root", "alpha"} {
+			sts := inputs(object(t, rec, "StatefulSet", "etcd-"+shard))
+			require.Equal(t, "Retain", getString(t, sts, "spec.persistentVolumeClaimRetentionPolicy.whenDeleted"))
+			require.Equal(t, "Retain", getString(t, sts, "spec.persistentVolumeClaimRetentionPolicy.whenScaled"))
+			require.Equal(t, cfg.Etcd.StorageClass, getString(t, sts, "spec.volumeClaimTemplates[0].spec.storageClassName"))
+			require.Equal(t, cfg.Etcd.VolumeSize, getString(t, sts, "spec.volumeClaimTemplates[0].spec.resources.requests.storage"))
+		}
+	}
+}
+
+// The operator is installed from the pinned chart with the pinned image.
+func TestOperatorReleaseIsPinned(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		release, ok := rec.Find("kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
+		require.True(t, ok)
+		in := inputs(release)
+		require.Equal(t, "kcp-operator", getString(t, in, "chart"))
+		require.Equal(t, cfg.Versions.OperatorChart, getString(t, in, "version"))
+		require.Equal(t, config.OperatorChartRepository, getString(t, in, "repositoryOpts.repo"))
+		require.Equal(t, components.NamespaceOperator, getString(t, in, "namespace"))
+		require.Equal(t, cfg.Versions.OperatorImage, getString(t, in, "values.image.tag"))
+		require.Equal(t, true, get(t, in, "values.crds.create"))
+	}
+}
