@@ -43,7 +43,9 @@ func TestBadConfigIsRefusedNamingKeyValueAndRule(t *testing.T) {
 			key: "kcp.shards[0].name", value: "root", rule: "reserved for the root shard"},
 		{name: "shard base URL", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].shardBaseURL", "https://alpha.kcp.localhost") },
 			key: "kcp.shards[0].shardBaseURL", value: "https://alpha.kcp.localhost", rule: "every request arrives as an empty user"},
-		{name: "root shard base URL", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.shardBaseURL", "https://kcp-root.railgrid.example.com") },
+		{name: "root shard base URL", stack: "gke", edit: func(v map[string]any) {
+			setIn(v, "kcp", "rootShard.shardBaseURL", "https://kcp-root.railgrid.example.com")
+		},
 			key: "kcp.rootShard.shardBaseURL", value: "https://kcp-root.railgrid.example.com", rule: "only the virtual-workspace URL"},
 		{name: "OIDC username claim", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "usernameClaim", "sub") },
 			key: "oidc.usernameClaim", value: "sub", rule: "railgrid:<email>"},

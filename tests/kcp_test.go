@@ -19,7 +19,7 @@ var stacks = []string{"kind", "gke"}
 func kcpObjects(t *testing.T, rec *mockstack.Recording, cfg *config.Config) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{
-		"RootShard root":      inputs(object(t, rec, "RootShard", config.RootShardName)),
+		"RootShard root":        inputs(object(t, rec, "RootShard", config.RootShardName)),
 		"FrontProxy frontproxy": inputs(object(t, rec, "FrontProxy", components.FrontProxyName)),
 	}
 	for _, s := range cfg.Kcp.Shards {
