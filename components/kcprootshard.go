@@ -58,7 +58,9 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 		Certificates: kcpapi.Certificates{IssuerRef: &kcpapi.ObjectReference{Group: "cert-manager.io", Kind: "Issuer", Name: SelfSignedIssuer}},
 		Cache:        kcpapi.CacheConfig{Embedded: &kcpapi.EmbeddedCacheConfiguration{Enabled: true}},
 	}
-	deps := []pulumi.Resource{args.Operator.Release, args.Operator.Issuer, args.Etcd}
+	// The StatefulSet itself, not the EtcdCluster component: a dependency on a component
+	// covers only the children it has registered by then.
+	deps := []pulumi.Resource{args.Operator.Release, args.Operator.Issuer, args.Etcd.StatefulSet}
 	obj, err := newKcpObject(ctx, name, kcpapi.KindRootShard, r.Name, spec, nil,
 		pulumi.Parent(r), pulumi.DependsOn(deps))
 	if err != nil {

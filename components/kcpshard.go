@@ -54,7 +54,7 @@ func NewKcpShard(ctx *pulumi.Context, name string, args *KcpShardArgs, opts ...p
 		},
 		RootShard: kcpapi.RootShardConfig{Ref: kcpapi.LocalObjectReference{Name: args.RootShard.Name}},
 	}
-	deps := []pulumi.Resource{args.RootShard.RootShard, args.Etcd, args.Operator.Release}
+	deps := []pulumi.Resource{args.RootShard.RootShard, args.Etcd.StatefulSet, args.Operator.Release}
 	obj, err := newKcpObject(ctx, name, kcpapi.KindShard, s.Name, spec, nil, pulumi.Parent(s), pulumi.DependsOn(deps))
 	if err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ func (s gcsSnapshots) DeclareSnapshots(ctx *pulumi.Context, name string, cluster
 	etcdImage := fmt.Sprintf("%s:%s", config.EtcdImageRepository, s.cfg.Versions.Etcd)
 	gcloudImage := fmt.Sprintf("%s:%s", config.GcloudImageRepository, g.Snapshots.GcloudImage)
 	for _, c := range clusters {
-		deps := pulumi.DependsOn([]pulumi.Resource{c, snapshotSA, drillSA})
+		deps := pulumi.DependsOn([]pulumi.Resource{c.StatefulSet, snapshotSA, drillSA})
 		if _, err := batchv1.NewCronJob(ctx, name+"-"+c.Shard+"-snapshot", &batchv1.CronJobArgs{
 			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(EtcdName(c.Shard) + "-snapshot"), Namespace: pulumi.String(NamespaceEtcd)},
 			Spec:     snapshotCronJob(c.Shard, g.Snapshots.Schedule, etcdImage, gcloudImage, bucket.Name),

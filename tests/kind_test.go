@@ -1,0 +1,98 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+)
+
+// Inside the kind cluster each shard hostname resolves to its owned Service: CoreDNS
+// reads a hosts file from a ConfigMap of ours (deleted on destroy), and the one-time
+// Corefile and Deployment patches are retained, since the Corefile is kubeadm's.
+func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
+	rec, cfg := runStack(t, "kind"), shippedConfig(t, "kind")
+	hosts := object(t, rec, "ConfigMap", components.SplitHorizonHostsConfigMap)
+	require.False(t, hosts.RetainOnDelete, "destroy removes the answers")
+	lines := strings.Fields(strings.ReplaceAll(getString(t, inputs(hosts), "data.hosts"), "\n", " | "))
+	var want []string
+	for _, s := range cfg.Kcp.AllShards() {
+		want = append(want, s.ClusterIP, s.Hostname, "|")
+	}
+	require.Equal(t, want, lines)
+	require.NotContains(t, lines, cfg.Kcp.FrontProxy.Hostname, "only shard hostnames are split")
+
+	patch, ok := rec.Find("kubernetes:core/v1:ConfigMapPatch", "railgrid-kcp-dns-corefile")
+	require.True(t, ok)
+	require.True(t, patch.RetainOnDelete)
+	corefile := getString(t, inputs(patch), "data.Corefile")
+	require.Contains(t, corefile, "hosts /etc/coredns/railgrid-kcp/hosts {\n        fallthrough\n    }")
+	require.True(t, strings.HasPrefix(corefile, ".:53 {\n    # railgrid-kcp split horizon: BEGIN"), corefile)
+	require.Contains(t, corefile, "forward . /etc/resolv.conf", "the rest of the live Corefile is kept")
+	require.Equal(t, "true", getString(t, inputs(patch), "metadata.annotations.pulumi\\.com/patchForce"))
+
+	deploy, ok := rec.Find("kubernetes:apps/v1:DeploymentPatch", "railgrid-kcp-dns-coredns-volume")
+	require.True(t, ok)
+	require.True(t, deploy.RetainOnDelete)
+	require.Equal(t, true, get(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.optional"))
+	require.Equal(t, components.SplitHorizonHostsConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.name"))
+	require.Equal(t, "/etc/coredns/railgrid-kcp", getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[0].mountPath"))
+}
+
+// kind exposes every hostname through Envoy Gateway with TLS passthrough (client
+// certificates reach kcp) and traffic policies whose timeouts do not cut a watch.
+func TestKindEdgePassesTLSThroughWithLongTimeouts(t *testing.T) {
+	rec, cfg := runStack(t, "kind"), shippedConfig(t, "kind")
+	timeout := fmt.Sprintf("%ds", int(cfg.LoadBalancerTimeout().Seconds()))
+	gateway := inputs(object(t, rec, "Gateway", components.EdgeGatewayName))
+	require.Equal(t, "TLS", getString(t, gateway, "spec.listeners[0].protocol"))
+	require.Equal(t, "Passthrough", getString(t, gateway, "spec.listeners[0].tls.mode"))
+	hosts := map[string]string{"frontproxy": cfg.Kcp.FrontProxy.Hostname, "root": cfg.Kcp.RootShard.Hostname, "alpha": cfg.Kcp.Shards[0].Hostname}
+	for name, host := range hosts {
+		route := inputs(object(t, rec, "TLSRoute", "kcp-"+name))
+		require.Equal(t, []string{host}, stringList(t, route, "spec.hostnames"))
+		require.Equal(t, components.OwnedServiceName(name), getString(t, route, "spec.rules[0].backendRefs[0].name"))
+		require.Equal(t, 6443, number(t, route, "spec.rules[0].backendRefs[0].port"))
+	}
+	client := inputs(object(t, rec, "ClientTrafficPolicy", components.EdgeGatewayName))
+	require.Equal(t, "Gateway", getString(t, client, "spec.targetRefs[0].kind"))
+	require.Equal(t, timeout, getString(t, client, "spec.timeout.tcp.idleTimeout"))
+	backend := inputs(object(t, rec, "BackendTrafficPolicy", components.EdgeGatewayName))
+	require.Len(t, get(t, backend, "spec.targetRefs").([]any), 3, "every route")
+	require.Equal(t, timeout, getString(t, backend, "spec.timeout.http.requestTimeout"))
+	proxy := inputs(object(t, rec, "EnvoyProxy", components.EdgeGatewayName))
+	require.Equal(t, "NodePort", getString(t, proxy, "spec.provider.kubernetes.envoyService.type"))
+	require.Equal(t, cfg.Kind.GatewayNodePort, number(t, proxy, "spec.provider.kubernetes.envoyService.patch.value.spec.ports[0].nodePort"))
+}
+
+// The kind stack installs pinned cert-manager and Envoy Gateway unless told they exist;
+// the Issuer waits for cert-manager.
+func TestKindInstallsPinnedAddOnsUnlessPresent(t *testing.T) {
+	rec, cfg := runStack(t, "kind"), shippedConfig(t, "kind")
+	certManager := gcpResource(t, rec, "kubernetes:helm.sh/v3:Release", "railgrid-kcp-kind-cert-manager")
+	require.Equal(t, cfg.Versions.CertManager, getString(t, inputs(certManager), "version"))
+	envoy := gcpResource(t, rec, "kubernetes:helm.sh/v3:Release", "railgrid-kcp-kind-envoy-gateway")
+	require.Equal(t, cfg.Versions.EnvoyGateway, getString(t, inputs(envoy), "version"))
+	issuer := object(t, rec, "Issuer", components.SelfSignedIssuer)
+	require.True(t, rec.DependsOnTransitively(issuer.URN, certManager.URN))
+	require.Equal(t, map[string]any{"selfSigned": map[string]any{}}, get(t, inputs(issuer), "spec"))
+	// Independent prerequisites do not wait for each other.
+	operator, _ := rec.Find("kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
+	for _, pair := range [][2]string{{operator.URN, certManager.URN}, {certManager.URN, envoy.URN}, {envoy.URN, operator.URN}} {
+		require.False(t, rec.DependsOnTransitively(pair[0], pair[1]))
+		require.False(t, rec.DependsOnTransitively(pair[1], pair[0]))
+	}
+
+	values := stackValues(t, "kind")
+	setIn(values, "kind", "certManagerPresent", true)
+	setIn(values, "kind", "envoyGatewayPresent", true)
+	rec2, err := runValues(t, "kind", values, mockstack.Options{})
+	require.NoError(t, err)
+	releases := rec2.ByType("kubernetes:helm.sh/v3:Release")
+	require.Len(t, releases, 1, "only the operator")
+	require.Equal(t, "railgrid-kcp-operator-release", releases[0].Name)
+}
