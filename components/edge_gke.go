@@ -3,13 +3,12 @@ package components
 import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/railgrid/railgrid-kcp/components/edgeapi"
 	"github.com/railgrid/railgrid-kcp/config"
 )
 
-const (
-	GKEGatewayAPIVersion = "networking.gke.io/v1"
-	edgeCertificateName  = "kcp-edge-tls"
-)
+// edgeCertificateName is the Secret cert-manager issues the listener certificate into.
+const edgeCertificateName = "kcp-edge-tls"
 
 // gkeGatewayEdge is the GKE edge: a GKE Gateway with an HTTPS listener per hostname,
 // HTTPRoutes to the owned Services (appProtocol HTTPS, so the load balancer re-encrypts),
@@ -22,6 +21,9 @@ type gkeGatewayEdge struct{ cfg *config.Config }
 func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends []ExposedBackend, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error) {
 	gw := e.cfg.GKE.Gateway
 	timeoutSec := int(e.cfg.LoadBalancerTimeout().Seconds())
+	with := func(deps []pulumi.Resource) []pulumi.ResourceOption {
+		return append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(deps))
+	}
 	certificate := gw.CertificateSecret
 	annotations := map[string]string{}
 	if gw.CertManagerClusterIssuer != "" {
@@ -29,50 +31,49 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 		certificate = edgeCertificateName
 		annotations["cert-manager.io/cluster-issuer"] = gw.CertManagerClusterIssuer
 	}
-	var listeners []any
+	var listeners []edgeapi.Listener
 	var serviceDeps []pulumi.Resource
 	for _, b := range backends {
-		listeners = append(listeners, map[string]any{
-			"name": "https-" + b.Name, "protocol": "HTTPS", "port": EdgeListenerPort, "hostname": b.Hostname,
-			"tls":           map[string]any{"mode": "Terminate", "certificateRefs": []any{map[string]any{"kind": "Secret", "name": certificate}}},
-			"allowedRoutes": map[string]any{"namespaces": map[string]any{"from": "Same"}},
+		listeners = append(listeners, edgeapi.Listener{
+			Name: "https-" + b.Name, Protocol: "HTTPS", Port: EdgeListenerPort, Hostname: b.Hostname,
+			TLS:           &edgeapi.ListenerTLS{Mode: "Terminate", CertificateRefs: []edgeapi.CertificateRef{{Kind: "Secret", Name: certificate}}},
+			AllowedRoutes: &edgeapi.AllowedRoutes{Namespaces: edgeapi.RouteNamespaces{From: "Same"}},
 		})
 		serviceDeps = append(serviceDeps, b.DependsOn...)
 	}
-	gateway, err := newAnnotatedUntyped(ctx, name+"-gateway", GatewayAPIVersion, "Gateway", EdgeGatewayName, NamespaceKcp, annotations, map[string]any{
-		"gatewayClassName": gw.ClassName,
-		"listeners":        listeners,
-	}, append(opts, pulumi.DependsOn(serviceDeps))...)
+	gateway, err := newUntyped(ctx, name+"-gateway",
+		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: EdgeGatewayName, Namespace: NamespaceKcp, Annotations: annotations},
+		edgeapi.GatewaySpec{GatewayClassName: gw.ClassName, Listeners: listeners}, with(serviceDeps)...)
 	if err != nil {
 		return pulumi.StringOutput{}, err
 	}
 	for _, b := range backends {
-		deps := pulumi.DependsOn(append([]pulumi.Resource{gateway}, b.DependsOn...))
-		if _, err := newUntyped(ctx, name+"-route-"+b.Name, GatewayAPIVersion, "HTTPRoute", "kcp-"+b.Name, NamespaceKcp, map[string]any{
-			"parentRefs": []any{map[string]any{"name": EdgeGatewayName, "sectionName": "https-" + b.Name}},
-			"hostnames":  []any{b.Hostname},
-			"rules":      []any{map[string]any{"backendRefs": []any{map[string]any{"name": b.Service, "port": KcpPort}}}},
-		}, append(opts, deps)...); err != nil {
+		if _, err := newUntyped(ctx, name+"-route-"+b.Name,
+			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "HTTPRoute", Name: "kcp-" + b.Name, Namespace: NamespaceKcp},
+			edgeapi.RouteSpec{
+				ParentRefs: []edgeapi.ParentRef{{Name: EdgeGatewayName, SectionName: "https-" + b.Name}},
+				Hostnames:  []string{b.Hostname},
+				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: b.Service, Port: KcpPort}}}},
+			}, with(append([]pulumi.Resource{gateway}, b.DependsOn...))...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
-		target := map[string]any{"group": "", "kind": "Service", "name": b.Service}
-		if _, err := newUntyped(ctx, name+"-backend-policy-"+b.Name, GKEGatewayAPIVersion, "GCPBackendPolicy", b.Service, NamespaceKcp, map[string]any{
-			"targetRef": target,
-			"default":   map[string]any{"timeoutSec": timeoutSec},
-		}, append(opts, pulumi.DependsOn(b.DependsOn))...); err != nil {
+		target := edgeapi.ServiceTargetRef{Group: "", Kind: "Service", Name: b.Service}
+		if _, err := newUntyped(ctx, name+"-backend-policy-"+b.Name,
+			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "GCPBackendPolicy", Name: b.Service, Namespace: NamespaceKcp},
+			edgeapi.GCPBackendPolicySpec{TargetRef: target, Default: edgeapi.GCPBackendPolicyConfig{TimeoutSec: timeoutSec}},
+			with(b.DependsOn)...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
-		if _, err := newUntyped(ctx, name+"-health-check-"+b.Name, GKEGatewayAPIVersion, "HealthCheckPolicy", b.Service, NamespaceKcp, map[string]any{
-			"targetRef": target,
-			"default": map[string]any{
-				"checkIntervalSec": 15,
-				"timeoutSec":       5,
-				"config": map[string]any{
-					"type":             "HTTPS",
-					"httpsHealthCheck": map[string]any{"requestPath": "/readyz", "port": KcpPort},
+		if _, err := newUntyped(ctx, name+"-health-check-"+b.Name,
+			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "HealthCheckPolicy", Name: b.Service, Namespace: NamespaceKcp},
+			edgeapi.HealthCheckPolicySpec{TargetRef: target, Default: edgeapi.HealthCheckPolicy{
+				CheckIntervalSec: 15,
+				TimeoutSec:       5,
+				Config: edgeapi.HealthCheckConfig{
+					Type:             "HTTPS",
+					HTTPSHealthCheck: edgeapi.HTTPSHealthCheck{RequestPath: "/readyz", Port: KcpPort},
 				},
-			},
-		}, append(opts, pulumi.DependsOn(b.DependsOn))...); err != nil {
+			}}, with(b.DependsOn)...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
 	}

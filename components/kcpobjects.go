@@ -3,7 +3,6 @@ package components
 import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
@@ -20,27 +19,14 @@ const kcpObjectTimeoutSeconds = "1800"
 // carries pulumi.com/waitFor so that the provider reports it created only when the
 // operator marks it Available, and dependents start after that.
 func newKcpObject(ctx *pulumi.Context, name, kind, objectName string, spec any, annotations map[string]string, opts ...pulumi.ResourceOption) (*apiextensions.CustomResource, error) {
-	untyped, err := kcpapi.ToUntyped(spec)
-	if err != nil {
-		return nil, err
-	}
-	all := pulumi.StringMap{
-		AnnotationWaitFor:        pulumi.String(WaitForAvailable),
-		AnnotationTimeoutSeconds: pulumi.String(kcpObjectTimeoutSeconds),
+	all := map[string]string{
+		AnnotationWaitFor:        WaitForAvailable,
+		AnnotationTimeoutSeconds: kcpObjectTimeoutSeconds,
 	}
 	for k, v := range annotations {
-		all[k] = pulumi.String(v)
+		all[k] = v
 	}
-	return apiextensions.NewCustomResource(ctx, name, &apiextensions.CustomResourceArgs{
-		ApiVersion: pulumi.String(kcpapi.APIVersion),
-		Kind:       pulumi.String(kind),
-		Metadata: &metav1.ObjectMetaArgs{
-			Name:        pulumi.String(objectName),
-			Namespace:   pulumi.String(NamespaceKcp),
-			Annotations: all,
-		},
-		OtherFields: kubernetes.UntypedArgs{"spec": untyped},
-	}, opts...)
+	return newUntyped(ctx, name, objectMeta{APIVersion: kcpapi.APIVersion, Kind: kind, Name: objectName, Namespace: NamespaceKcp, Annotations: all}, spec, opts...)
 }
 
 // kcpImage is the one pinned kcp image every kcp object uses.

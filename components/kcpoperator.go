@@ -5,11 +5,9 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
-	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 
 	"github.com/railgrid/railgrid-kcp/config"
 )
@@ -70,16 +68,13 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 		return nil, err
 	}
 
-	issuerDeps := append([]pulumi.Resource{}, args.CertManager...)
-	issuer, err := apiextensions.NewCustomResource(ctx, name+"-issuer", &apiextensions.CustomResourceArgs{
-		ApiVersion: pulumi.String("cert-manager.io/v1"),
-		Kind:       pulumi.String("Issuer"),
-		Metadata: &metav1.ObjectMetaArgs{
-			Name:      pulumi.String(SelfSignedIssuer),
-			Namespace: args.KcpNamespace.Metadata.Name().Elem(),
-		},
-		OtherFields: kubernetes.UntypedArgs{"spec": map[string]any{"selfSigned": map[string]any{}}},
-	}, pulumi.Parent(o), pulumi.DependsOn(issuerDeps))
+	// A self-signed Issuer: the operator only uses it to issue kcp's root CA.
+	issuerDeps := append([]pulumi.Resource{args.KcpNamespace}, args.CertManager...)
+	issuer, err := newUntyped(ctx, name+"-issuer",
+		objectMeta{APIVersion: "cert-manager.io/v1", Kind: "Issuer", Name: SelfSignedIssuer, Namespace: NamespaceKcp},
+		struct {
+			SelfSigned struct{} `json:"selfSigned"`
+		}{}, pulumi.Parent(o), pulumi.DependsOn(issuerDeps))
 	if err != nil {
 		return nil, err
 	}

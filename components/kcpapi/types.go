@@ -6,8 +6,6 @@
 // There is deliberately no shardBaseURL field: the design document forbids setting it.
 package kcpapi
 
-import "encoding/json"
-
 const (
 	Group      = "operator.kcp.io"
 	APIVersion = Group + "/v1alpha1"
@@ -166,20 +164,6 @@ type KubeconfigSpec struct {
 	SecretRef           LocalObjectReference `json:"secretRef"`
 	Target              KubeconfigTarget     `json:"target"`
 	CertificateTemplate *CertificateTemplate `json:"certificateTemplate,omitempty"`
-}
-
-// ToUntyped turns a typed spec into the plain map that a custom resource's OtherFields
-// takes, so that every kcp object is written from the structs above and nowhere else.
-func ToUntyped(spec any) (map[string]any, error) {
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		return nil, err
-	}
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Int32 returns a pointer to n, for optional counts.
