@@ -24,8 +24,9 @@ type cloudDNSResponsePolicy struct {
 
 func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, opts ...pulumi.ResourceOption) error {
 	g := c.cfg.GKE
-	// The GCP resources take the default gcp provider, not the Kubernetes one.
-	gcpOpts := withoutProviders(opts)
+	// The component's provider map holds only the Kubernetes provider; GCP resources
+	// resolve their provider by package and take the default gcp provider.
+	gcpOpts := append([]pulumi.ResourceOption{}, opts...)
 	api, err := projects.NewService(ctx, name+"-dns-api", &projects.ServiceArgs{
 		Project:          pulumi.String(g.Project),
 		Service:          pulumi.String("dns.googleapis.com"),
@@ -68,12 +69,4 @@ func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string,
 		}
 	}
 	return nil
-}
-
-// withoutProviders keeps the parent and dependencies of a component's options for
-// GCP children, which use the default gcp provider. Pulumi resolves a child's provider
-// by package, so the Kubernetes provider a component carries never applies to them;
-// the options are passed unchanged.
-func withoutProviders(opts []pulumi.ResourceOption) []pulumi.ResourceOption {
-	return append([]pulumi.ResourceOption{}, opts...)
 }
