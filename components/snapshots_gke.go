@@ -183,7 +183,7 @@ func drillCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulumi.
 newest="$(gcloud storage ls "gs://${BUCKET}/${SHARD}/" | grep '\.db$' | sort | tail -n 1)"
 if [ -z "${newest}" ]; then echo "no snapshot of ${SHARD} in gs://${BUCKET}" >&2; exit 1; fi
 echo "restoring ${newest}"
-gcloud storage cp "${newest}" /work/snapshot.db`
+gcloud storage cp "${newest}" /scratch/snapshot.db`
 	verify := `set -euo pipefail
 python3 - <<'PY'
 import json, sys, time, urllib.request
@@ -203,8 +203,8 @@ if count == 0:
 print(f"restore drill passed: {count} keys served")
 PY`
 	local := "http://127.0.0.1"
-	sidecar := command("etcd", etcdImage, "work", "/usr/local/bin/etcd",
-		"--name=drill", "--data-dir=/work/restored",
+	sidecar := command("etcd", etcdImage, "scratch", "/usr/local/bin/etcd",
+		"--name=drill", "--data-dir=/scratch/restored",
 		"--listen-client-urls="+local+":2379", "--advertise-client-urls="+local+":2379",
 		"--listen-peer-urls="+local+":2380", "--initial-advertise-peer-urls="+local+":2380",
 		"--initial-cluster=drill="+local+":2380")
@@ -223,16 +223,16 @@ PY`
 				Spec: &corev1.PodSpecArgs{
 					ServiceAccountName: pulumi.String(DrillServiceAccount),
 					RestartPolicy:      pulumi.String("Never"),
-					Volumes:            corev1.VolumeArray{emptyDir("work")},
+					Volumes:            corev1.VolumeArray{emptyDir("scratch")},
 					InitContainers: corev1.ContainerArray{
-						withEnv(command("fetch", gcloudImage, "work", "bash", "-c", fetch), bucket, shard),
-						command("status", etcdImage, "work", "/usr/local/bin/etcdutl", "snapshot", "status", "/work/snapshot.db", "-w", "json"),
-						command("restore", etcdImage, "work", "/usr/local/bin/etcdutl", "snapshot", "restore", "/work/snapshot.db",
-							"--data-dir=/work/restored", "--name=drill",
+						withEnv(command("fetch", gcloudImage, "scratch", "bash", "-c", fetch), bucket, shard),
+						command("status", etcdImage, "scratch", "/usr/local/bin/etcdutl", "snapshot", "status", "/scratch/snapshot.db", "-w", "json"),
+						command("restore", etcdImage, "scratch", "/usr/local/bin/etcdutl", "snapshot", "restore", "/scratch/snapshot.db",
+							"--data-dir=/scratch/restored", "--name=drill",
 							"--initial-cluster=drill="+local+":2380", "--initial-advertise-peer-urls="+local+":2380"),
 						sidecar,
 					},
-					Containers: corev1.ContainerArray{command("verify", gcloudImage, "work", "bash", "-c", verify)},
+					Containers: corev1.ContainerArray{command("verify", gcloudImage, "scratch", "bash", "-c", verify)},
 				},
 			},
 		}},
