@@ -71,7 +71,7 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 				TimeoutSec:       5,
 				Config: edgeapi.HealthCheckConfig{
 					Type:             "HTTPS",
-					HTTPSHealthCheck: edgeapi.HTTPSHealthCheck{RequestPath: "/readyz", Port: KcpPort},
+					HTTPSHealthCheck: edgeapi.HTTPSHealthCheck{RequestPath: "/readyz", PortSpecification: "USE_FIXED_PORT", Port: KcpPort},
 				},
 			}}, with(b.DependsOn)...); err != nil {
 			return pulumi.StringOutput{}, err

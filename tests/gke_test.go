@@ -239,6 +239,7 @@ func TestGKEGatewayKeepsWatchesOpenAndChecksReadyz(t *testing.T) {
 		require.Equal(t, "HTTPS", getString(t, health, "spec.default.config.type"))
 		require.Equal(t, "/readyz", getString(t, health, "spec.default.config.httpsHealthCheck.requestPath"))
 		require.Equal(t, 6443, number(t, health, "spec.default.config.httpsHealthCheck.port"))
+		require.Equal(t, "USE_FIXED_PORT", getString(t, health, "spec.default.config.httpsHealthCheck.portSpecification"))
 	}
 	// The timeout follows the config.
 	values := stackValues(t, "gke")

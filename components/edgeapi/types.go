@@ -219,8 +219,10 @@ type HealthCheckConfig struct {
 	HTTPSHealthCheck HTTPSHealthCheck `json:"httpsHealthCheck"`
 }
 
-// HTTPSHealthCheck probes a path on a port.
+// HTTPSHealthCheck probes a path on a fixed port. The CRD's rules read
+// portSpecification unconditionally, so it must be set.
 type HTTPSHealthCheck struct {
-	RequestPath string `json:"requestPath"`
-	Port        int    `json:"port"`
+	RequestPath       string `json:"requestPath"`
+	PortSpecification string `json:"portSpecification"`
+	Port              int    `json:"port"`
 }

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package conformance
+
+import "os/exec"
+
+// Off Linux there is no parent-death signal; the servers are killed by the cleanups.
+func setProcessGroup(*exec.Cmd) {}
+
+func terminateGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = cmd.Process.Kill()
+	}
+}
+
+func killGroup(cmd *exec.Cmd) { terminateGroup(cmd) }
