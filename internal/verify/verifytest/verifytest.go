@@ -1,0 +1,409 @@
+// Package verifytest builds the fakes the verify tests run against: a healthy cluster
+// (client-go fake clientset and fake dynamic client), a scripted DNS probe, a test PKI,
+// hub kubeconfigs and a TLS edge that answers like kcp. Nothing here needs a cluster or
+// a network beyond the loopback listener of httptest.
+package verifytest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/verify"
+)
+
+// StackYAML is a kind stack with a root shard and one shard "alpha", two replicas each
+// and one etcd member per shard.
+const StackYAML = `config:
+  railgrid-kcp:platform: kind
+  railgrid-kcp:kcp:
+    frontProxy:
+      hostname: kcp.example.com
+      clusterIP: 10.96.0.100
+    rootShard:
+      hostname: kcp-root.example.com
+      clusterIP: 10.96.0.101
+    shards:
+      - name: alpha
+        hostname: kcp-alpha.example.com
+        clusterIP: 10.96.0.102
+  railgrid-kcp:oidc:
+    issuerURL: https://auth.example.com
+    clientID: railgrid
+  railgrid-kcp:etcd:
+    members: 1
+    volumeSize: 2Gi
+`
+
+// EdgeIP is the address a public name resolves to outside the cluster.
+const EdgeIP = "203.0.113.10"
+
+// WriteStack writes StackYAML into dir and returns its path.
+func WriteStack(t testing.TB, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "Pulumi.kind.yaml")
+	if err := os.WriteFile(path, []byte(StackYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Config is StackYAML, parsed and validated.
+func Config(t testing.TB) *config.Config {
+	t.Helper()
+	cfg, err := config.ParseStackFile(WriteStack(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// Now is the fixed clock of the tests.
+var Now = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
+
+// Cluster is a fake cluster with everything the stack deploys, healthy.
+type Cluster struct {
+	Kube    *kubefake.Clientset
+	Dynamic *dynamicfake.FakeDynamicClient
+	PKI     *PKI
+}
+
+// NewHealthyCluster returns a cluster where every check passes: workloads rolled out,
+// kcp objects Available, owned Services on their ClusterIPs, and a hub Secret whose
+// client certificate is valid for another 365 days from Now.
+func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
+	t.Helper()
+	pki := NewPKI(t)
+	var objs []runtime.Object
+	addDeployment := func(ns, name string, replicas int32) {
+		objs = append(objs, Deployment(ns, name, replicas))
+	}
+	addDeployment(components.NamespaceOperator, verify.OperatorDeployment, 1)
+	for _, s := range cfg.Kcp.AllShards() {
+		objs = append(objs, StatefulSet(components.NamespaceEtcd, components.EtcdName(s.Name), int32(cfg.Etcd.Members)))
+		objs = append(objs, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: components.NamespaceKcp, Name: components.OwnedServiceName(s.Name)},
+			Spec:       corev1.ServiceSpec{ClusterIP: s.ClusterIP},
+		})
+	}
+	addDeployment(components.NamespaceKcp, components.RootShardDeployment(config.RootShardName), int32(cfg.Kcp.RootShard.Replicas))
+	addDeployment(components.NamespaceKcp, verify.RootShardProxyDeployment(config.RootShardName), int32(cfg.Kcp.RootShard.Replicas))
+	for _, s := range cfg.Kcp.Shards {
+		addDeployment(components.NamespaceKcp, components.ShardDeployment(s.Name), int32(s.Replicas))
+	}
+	addDeployment(components.NamespaceKcp, components.FrontProxyDeployment(components.FrontProxyName), int32(cfg.Kcp.FrontProxy.Replicas))
+
+	cert, key := pki.ClientCert(t, components.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
+	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost(), pki.CAPEM, cert, key)))
+
+	crs := []runtime.Object{KcpObject("RootShard", config.RootShardName, "True", "ReplicasUp", "")}
+	for _, s := range cfg.Kcp.Shards {
+		crs = append(crs, KcpObject("Shard", s.Name, "True", "ReplicasUp", ""))
+	}
+	crs = append(crs,
+		KcpObject("FrontProxy", components.FrontProxyName, "True", "ReplicasUp", ""),
+		KcpObject("Kubeconfig", components.KubeconfigName, "True", "SecretsReady", ""),
+	)
+	return &Cluster{
+		Kube: kubefake.NewClientset(objs...),
+		Dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+			verify.GVRRootShard: "RootShardList", verify.GVRShard: "ShardList",
+			verify.GVRFrontProxy: "FrontProxyList", verify.GVRKubeconfig: "KubeconfigList",
+		}, crs...),
+		PKI: pki,
+	}
+}
+
+// Deployment is a fully rolled-out Deployment.
+func Deployment(ns, name string, replicas int32) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 3},
+		Spec:       appsv1.DeploymentSpec{Replicas: &replicas},
+		Status: appsv1.DeploymentStatus{
+			ObservedGeneration: 3, Replicas: replicas, UpdatedReplicas: replicas,
+			ReadyReplicas: replicas, AvailableReplicas: replicas,
+		},
+	}
+}
+
+// StatefulSet is a fully rolled-out StatefulSet.
+func StatefulSet(ns, name string, replicas int32) *appsv1.StatefulSet {
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Generation: 2},
+		Spec:       appsv1.StatefulSetSpec{Replicas: &replicas},
+		Status: appsv1.StatefulSetStatus{
+			ObservedGeneration: 2, Replicas: replicas, UpdatedReplicas: replicas, ReadyReplicas: replicas,
+			CurrentRevision: name + "-abc", UpdateRevision: name + "-abc",
+		},
+	}
+}
+
+// KcpObject is an operator.kcp.io/v1alpha1 object in kcp-system with an Available
+// condition (none when status is "").
+func KcpObject(kind, name, status, reason, message string) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "operator.kcp.io/v1alpha1",
+		"kind":       kind,
+		"metadata":   map[string]any{"name": name, "namespace": components.NamespaceKcp, "generation": int64(1)},
+		"status":     map[string]any{"phase": "Running"},
+	}}
+	if status != "" {
+		_ = unstructured.SetNestedSlice(obj.Object, []any{
+			map[string]any{"type": "Available", "status": status, "reason": reason, "message": message},
+		}, "status", "conditions")
+	}
+	return obj
+}
+
+// HubSecret is the hub's Secret holding kubeconfig under the configured key.
+func HubSecret(cfg *config.Config, kubeconfig []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Hub.Namespace, Name: cfg.Hub.SecretName},
+		Data:       map[string][]byte{cfg.Hub.SecretKey: kubeconfig},
+	}
+}
+
+// Kubeconfig is a kubeconfig as the operator writes it: one cluster, one user with an
+// inline client certificate and key.
+func Kubeconfig(t testing.TB, server string, caPEM, certPEM, keyPEM []byte) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	kc.AuthInfos["kcp-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
+	kc.Contexts["default"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "kcp-admin"}
+	kc.CurrentContext = "default"
+	out, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// PKI is a test CA.
+type PKI struct {
+	CA    *x509.Certificate
+	CAKey *ecdsa.PrivateKey
+	CAPEM []byte
+}
+
+var serial int64
+
+// NewPKI creates a self-signed CA.
+func NewPKI(t testing.TB) *PKI {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: "verify-test-ca"},
+		// Valid around both the fixed clock (Now) and the real one (TLS handshakes).
+		NotBefore: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	return &PKI{CA: ca, CAKey: key, CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// ClientCert issues a client certificate; it returns the certificate and key as PEM.
+func (p *PKI) ClientCert(t testing.TB, cn string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return p.issue(t, &x509.Certificate{
+		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: cn, Organization: []string{components.KubeconfigAdminGroup}},
+		NotBefore: notBefore, NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
+// ServerCert issues a server certificate for hosts, valid around the real clock (the
+// TLS stack checks it against time.Now).
+func (p *PKI) ServerCert(t testing.TB, hosts ...string) tls.Certificate {
+	t.Helper()
+	certPEM, keyPEM := p.issue(t, &x509.Certificate{
+		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: hosts[0]}, DNSNames: hosts,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
+}
+
+func (p *PKI) issue(t testing.TB, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key := newKey(t)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.CA, &key.PublicKey, p.CAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// WriteCA writes the CA certificate to a file in dir and returns its path.
+func (p *PKI) WriteCA(t testing.TB, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(path, p.CAPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+var serialMu sync.Mutex
+
+func nextSerial() *big.Int {
+	serialMu.Lock()
+	defer serialMu.Unlock()
+	serial++
+	return big.NewInt(serial)
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// DNSRunner is a scripted PodRunner: it answers nslookup for each host the probe asks
+// for, in busybox's format.
+type DNSRunner struct {
+	mu sync.Mutex
+	// Answers maps a hostname to its A records; a missing or empty entry is NXDOMAIN.
+	Answers map[string][]string
+	// Err, when set, is returned after the output (as a failed or timed-out pod would).
+	Err error
+	// Output, when set, replaces the generated output.
+	Output *string
+	// Specs records every probe run.
+	Specs []verify.PodSpec
+}
+
+// HealthyDNS answers every shard hostname with its configured ClusterIP.
+func HealthyDNS(cfg *config.Config) *DNSRunner {
+	answers := map[string][]string{}
+	for _, s := range cfg.Kcp.AllShards() {
+		answers[s.Hostname] = []string{s.ClusterIP}
+	}
+	return &DNSRunner{Answers: answers}
+}
+
+// Run implements verify.PodRunner.
+func (r *DNSRunner) Run(_ context.Context, spec verify.PodSpec) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Specs = append(r.Specs, spec)
+	if r.Output != nil {
+		return *r.Output, r.Err
+	}
+	// The hosts are the arguments after the script and $0.
+	var b strings.Builder
+	for _, host := range spec.Command[4:] {
+		fmt.Fprintf(&b, "@@@ begin %s\nServer:\t\t10.96.0.10\nAddress:\t10.96.0.10:53\n\n", host)
+		ips := r.Answers[host]
+		if len(ips) == 0 {
+			fmt.Fprintf(&b, "** server can't find %s: NXDOMAIN\n\n@@@ end %s rc=1\n", host, host)
+			continue
+		}
+		for _, ip := range ips {
+			fmt.Fprintf(&b, "Name:\t%s\nAddress: %s\n\n", host, ip)
+		}
+		fmt.Fprintf(&b, "@@@ end %s rc=0\n", host)
+	}
+	return b.String(), r.Err
+}
+
+// EdgeBehaviour is how the fake edge answers anonymous requests.
+type EdgeBehaviour struct {
+	ReadyzStatus   int
+	FrontAPIStatus int
+	ShardAPIStatus int
+	ShardAPIBody   string
+}
+
+// HealthyEdge answers like kcp behind a working ingress.
+func HealthyEdge() EdgeBehaviour {
+	return EdgeBehaviour{
+		ReadyzStatus:   http.StatusOK,
+		FrontAPIStatus: http.StatusUnauthorized,
+		ShardAPIStatus: http.StatusForbidden,
+		ShardAPIBody: `{"kind":"Status","apiVersion":"v1","status":"Failure",` +
+			`"message":"forbidden: User \"system:anonymous\" cannot get path \"/api\"","reason":"Forbidden","code":403}`,
+	}
+}
+
+// NewEdge starts a TLS server on the loopback interface that serves every kcp hostname
+// of cfg with a certificate from pki, routing by Host like the ingress does.
+func NewEdge(t testing.TB, cfg *config.Config, pki *PKI, b EdgeBehaviour) *httptest.Server {
+	t.Helper()
+	front := cfg.Kcp.FrontProxy.Hostname
+	hosts := []string{front}
+	shards := map[string]bool{}
+	for _, s := range cfg.Kcp.AllShards() {
+		hosts = append(hosts, s.Hostname)
+		shards[s.Hostname] = true
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host
+		}
+		switch {
+		case host == front && r.URL.Path == "/readyz":
+			w.WriteHeader(b.ReadyzStatus)
+			_, _ = w.Write([]byte("ok"))
+		case host == front && r.URL.Path == "/api":
+			w.WriteHeader(b.FrontAPIStatus)
+			_, _ = w.Write([]byte(`{"kind":"Status","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`))
+		case shards[host] && r.URL.Path == "/api":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(b.ShardAPIStatus)
+			_, _ = w.Write([]byte(b.ShardAPIBody))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, hosts...)}, MinVersion: tls.VersionTLS12}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
