@@ -11,6 +11,9 @@
 #                                           eval "$(hack/build-tools.sh env kube kwok)"
 #   hack/build-tools.sh paths [GROUP...]  print the bin directories without
 #                                         building (they may not exist yet)
+#   hack/build-tools.sh check [GROUP...]  run each built binary once (version, or
+#                                         for the provider plugin, that it serves
+#                                         and prints its port); builds nothing
 #   hack/build-tools.sh list              print the groups, versions and binaries
 #
 # Groups, in the order `all` builds them (cold times on 2 cores):
@@ -206,6 +209,39 @@ build_group() {
 }
 
 # expand_groups GROUP...: sets GROUPS_SEL to the selected groups, deduplicated.
+# check_group GROUP: run GROUP's binaries once and print what they report.
+check_group() {
+  local g=$1 dir b out pid i
+  dir=$(bindir "$g")
+  group_info "$g"
+  for b in "${BINS[@]}"; do
+    [[ -x $dir/$b ]] || die "$g: $dir/$b is missing (run hack/build-tools.sh $g)"
+    case $b in
+      actionlint) out=$("$dir/$b" -version) ;;
+      pulumi) out=$(PULUMI_SKIP_UPDATE_CHECK=true "$dir/$b" version) ;;
+      pulumi-resource-kubernetes)
+        # Started without an engine address, a provider serves gRPC on a free
+        # port and prints the port on stdout.
+        out=$(mktemp)
+        TMPDIRS+=("$out")
+        "$dir/$b" >"$out" 2>&1 &
+        pid=$!
+        for ((i = 0; i < 300; i++)); do
+          [[ -s $out ]] && break
+          kill -0 "$pid" 2>/dev/null || break
+          sleep 0.1
+        done
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        out=$(<"$out")
+        [[ $out =~ ^[0-9]+$'\n'?$ ]] || die "$g: $b did not print a port: $out"
+        out="serves gRPC (printed port $out)" ;;
+      *) out=$("$dir/$b" --version) ;;
+    esac
+    printf '%s: %s\n' "$b" "${out%%$'\n'*}"
+  done
+}
+
 expand_groups() {
   local g x
   (($# > 0)) || set -- all
@@ -222,7 +258,7 @@ expand_groups() {
 main() {
   local cmd=build
   case ${1:-} in
-    env|paths|list) cmd=$1; shift ;;
+    env|paths|list|check) cmd=$1; shift ;;
     -h|--help|help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; return ;;
   esac
   local g d dirs=()
@@ -234,6 +270,10 @@ main() {
     done
     return
   fi
+  if [[ $cmd == check ]]; then
+    for g in "${GROUPS_SEL[@]}"; do check_group "$g"; done
+    return
+  fi
   if [[ $cmd != paths ]]; then
     command -v go >/dev/null || die "go is not on PATH"
     for g in "${GROUPS_SEL[@]}"; do build_group "$g"; done
@@ -243,7 +283,15 @@ main() {
     [[ " ${dirs[*]-} " == *" $d "* ]] || dirs+=("$d")
   done
   if [[ $cmd == env ]]; then
-    for g in "${dirs[@]}"; do printf 'export PATH=%q:"$PATH"\n' "$g"; done
+    # shellcheck disable=SC2016 # "$PATH" is expanded by the caller's eval.
+    for d in "${dirs[@]}"; do
+      if [[ $d == "$CACHE"/* ]]; then
+        printf 'export PATH=%q:"$PATH"\n' "$d"
+      elif [[ ":$PATH:" != *":$d:"* ]]; then
+        # A system directory (apt's etcd): append, never shadow what is first.
+        printf 'export PATH="$PATH":%q\n' "$d"
+      fi
+    done
   else
     printf '%s\n' "${dirs[@]}"
   fi
