@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -47,6 +48,14 @@ func Parse(get func(key string) (string, bool)) (*Config, error) {
 	}
 	if len(errs) > 0 {
 		return nil, errs
+	}
+	// Pulumi.yaml gives both platform sections an empty default (a declared key without
+	// one is required on every stack); an empty section of the other platform is absent.
+	if c.Kind != nil && c.Platform != PlatformKind && reflect.ValueOf(*c.Kind).IsZero() {
+		c.Kind = nil
+	}
+	if c.GKE != nil && c.Platform != PlatformGKE && reflect.ValueOf(*c.GKE).IsZero() {
+		c.GKE = nil
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {

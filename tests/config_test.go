@@ -219,6 +219,32 @@ func TestPulumiYAMLDocumentsTheProgramDefaults(t *testing.T) {
 	require.Equal(t, config.OperatorChartRepository, project.Config["operator"].Default["chartRepository"])
 }
 
+// Every key Pulumi.yaml declares without a default is set by both stacks: the CLI
+// refuses a stack that lacks one. The other platform's empty default is accepted.
+func TestEveryRequiredProjectKeyIsSetByBothStacks(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "Pulumi.yaml"))
+	require.NoError(t, err)
+	var project struct {
+		Config map[string]map[string]any `yaml:"config"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &project))
+	for _, stack := range []string{"kind", "gke"} {
+		values := stackValues(t, stack)
+		for k, decl := range project.Config {
+			if _, hasDefault := decl["default"]; hasDefault {
+				if _, set := values[key(k)]; !set {
+					values[key(k)] = decl["default"]
+				}
+				continue
+			}
+			_, set := values[key(k)]
+			require.True(t, set, "stack %s does not set %s, which Pulumi.yaml declares without a default", stack, k)
+		}
+		_, err := runValues(t, stack, values, mockstack.Options{})
+		require.NoError(t, err, "stack %s with Pulumi.yaml's defaults filled in", stack)
+	}
+}
+
 // The shipped stacks have the shapes the design document describes.
 func TestShippedStacksHaveTheDesignedShape(t *testing.T) {
 	kind, gke := shippedConfig(t, "kind"), shippedConfig(t, "gke")
