@@ -1,0 +1,26 @@
+// Package e2e runs the kind stack end to end under the real Pulumi engine and the real
+// Kubernetes provider, offline: the Pulumi CLI (driven through the Automation API with
+// an inline program that runs exactly what main.go runs), the pulumi-resource-kubernetes
+// plugin, and a cluster without containers (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok, all on 127.0.0.1), where kwok makes
+// the fake nodes' pods Running and Ready so that Deployments and StatefulSets really roll
+// out. A small stand-in for the kcp-operator, inside the test, marks RootShard, Shard,
+// FrontProxy and Kubeconfig objects Available once what they need exists, and mints the
+// hub's kubeconfig.
+//
+// The test proves what mocks and the offline plan cannot: a preview of a fresh stack
+// succeeds; `up` converges and creates no kcp object before what it needs is ready; the
+// cluster holds what the offline plan shows; the hub Secret holds the minted
+// kubeconfig while the state holds no plaintext of it; a second preview and `up` change
+// nothing; a kcp version bump updates every kcp object and replaces nothing that holds
+// data; raising hub.remintGeneration mints a new credential; `destroy` keeps the etcd
+// volumes and the operator's CRDs; an interrupted `up` converges when run again.
+//
+// hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
+// provider) and runs the test. The binaries are looked up on PATH: kube-apiserver,
+// kube-controller-manager, kube-scheduler, etcd, kwok, pulumi and
+// pulumi-resource-kubernetes. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
+// `go test -short` skips it. The upstream CRDs are read from ../shared/reference/crds
+// relative to the repository root, or from RAILGRID_CRDS_DIR; kwok's stages from the
+// sigs.k8s.io/kwok module in the Go module cache.
+package e2e

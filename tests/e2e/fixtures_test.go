@@ -1,0 +1,380 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+)
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// fieldManager is the field manager of everything the test itself writes.
+const fieldManager = "railgrid-e2e"
+
+// zones are the topology.kubernetes.io/zone values of the three fake nodes.
+var zones = []string{"zone-a", "zone-b", "zone-c"}
+
+// prepareCluster gives the bare control plane what a kind cluster with cert-manager and
+// Envoy Gateway installed has and what the kind stack expects to find: three Ready nodes
+// over three zones, the StorageClass "standard", kubeadm's CoreDNS ConfigMap and
+// Deployment, the envoy-gateway-system namespace, and the upstream CRDs of the kinds
+// ("<group>/<Kind>") the stack declares that the API server does not serve, except the
+// kcp-operator's, which its chart installs.
+func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir string, kinds map[string]bool) {
+	t.Helper()
+	start := time.Now()
+	kube := c.kube
+	for i, zone := range zones {
+		name := fmt.Sprintf("e2e-node-%d", i)
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Labels: map[string]string{
+				"kubernetes.io/hostname":        name,
+				"kubernetes.io/os":              "linux",
+				"kubernetes.io/arch":            "amd64",
+				"topology.kubernetes.io/zone":   zone,
+				"topology.kubernetes.io/region": "e2e",
+				"type":                          "kwok",
+			},
+		}}
+		if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+			t.Fatalf("creating node %s: %v", name, err)
+		}
+	}
+	retain := corev1.PersistentVolumeReclaimRetain
+	immediate := storagev1.VolumeBindingImmediate
+	if _, err := kube.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: "standard"},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		ReclaimPolicy:     &retain,
+		VolumeBindingMode: &immediate,
+	}, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+		t.Fatalf("creating StorageClass standard: %v", err)
+	}
+	for _, ns := range []string{components.NamespaceEnvoyGateway} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+			metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+			t.Fatalf("creating namespace %s: %v", ns, err)
+		}
+	}
+
+	// kubeadm's CoreDNS, written with kubeadm's field manager like on a kind node.
+	if _, err := kube.CoreV1().ServiceAccounts(components.CoreDNSNamespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
+		t.Fatalf("creating the coredns ServiceAccount: %v", err)
+	}
+	if _, err := kube.CoreV1().ConfigMaps(components.CoreDNSNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: components.CoreDNSConfigMap},
+		Data:       map[string]string{"Corefile": mockstack.KindCorefile},
+	}, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
+		t.Fatalf("creating the coredns ConfigMap: %v", err)
+	}
+	var deploy appsv1.Deployment
+	if err := yaml.Unmarshal([]byte(kubeadmCoreDNSDeployment), &deploy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.AppsV1().Deployments(components.CoreDNSNamespace).Create(ctx, &deploy, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
+		t.Fatalf("creating the coredns Deployment: %v", err)
+	}
+
+	// The CRDs of every kind the stack declares that the bare API server does not serve,
+	// except the kcp-operator's (its chart installs them).
+	mapper, err := newMapper(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	custom := map[string]bool{}
+	for k := range kinds {
+		group, kind, _ := strings.Cut(k, "/")
+		if _, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err != nil && group != kcpGVR("").Group {
+			custom[k] = true
+		}
+	}
+	crds, err := loadCRDs(crdsDir, custom)
+	if err != nil {
+		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", envCRDsDir, err)
+	}
+	for _, crd := range crds {
+		if _, err := c.dyn.Resource(crdGVR).Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+			t.Fatalf("installing CRD %s: %v", crd.GetName(), err)
+		}
+	}
+	for _, crd := range crds {
+		if err := waitEstablished(ctx, c, crd.GetName()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The fake nodes must be Ready and kwok must run pods before anything else can be
+	// tested: CoreDNS rolling out proves both.
+	if err := waitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
+		if err := c.running(); err != nil {
+			return false, err
+		}
+		d, err := kube.AppsV1().Deployments(components.CoreDNSNamespace).Get(ctx, components.CoreDNSDeployment, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return deploymentReady(d.Generation, d.Status, d.Spec.Replicas), nil
+	}); err != nil {
+		t.Fatalf("kube-system/coredns did not roll out on the kwok nodes: %v", err)
+	}
+	t.Logf("cluster prepared in %s: %d nodes in zones %v, StorageClass standard, CoreDNS, %d CRDs",
+		time.Since(start).Round(time.Millisecond), len(zones), zones, len(crds))
+}
+
+func deploymentReady(generation int64, st appsv1.DeploymentStatus, replicas *int32) bool {
+	want := int32(1)
+	if replicas != nil {
+		want = *replicas
+	}
+	return st.ObservedGeneration >= generation && st.UpdatedReplicas == want && st.ReadyReplicas == want &&
+		st.AvailableReplicas == want && st.Replicas == want
+}
+
+// loadCRDs reads the CRDs of the given kinds ("<group>/<Kind>") from the cert-manager,
+// Gateway API and Envoy Gateway folders of dir.
+func loadCRDs(dir string, kinds map[string]bool) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	found := map[string]bool{}
+	for _, folder := range []string{"cert-manager", "gateway-api", "envoy-gateway"} {
+		files, err := filepath.Glob(filepath.Join(dir, folder, "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no CRD files in %s", filepath.Join(dir, folder))
+		}
+		for _, f := range files {
+			docs, err := decodeYAMLFile(f)
+			if err != nil {
+				return nil, err
+			}
+			for _, doc := range docs {
+				if doc.GetKind() != "CustomResourceDefinition" {
+					continue
+				}
+				group, _, _ := unstructured.NestedString(doc.Object, "spec", "group")
+				kind, _, _ := unstructured.NestedString(doc.Object, "spec", "names", "kind")
+				if kinds[group+"/"+kind] {
+					found[group+"/"+kind] = true
+					out = append(out, doc)
+				}
+			}
+		}
+	}
+	var missing []string
+	for k := range kinds {
+		if !found[k] {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("no CRD in %s for %s", dir, strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+func decodeYAMLFile(path string) ([]*unstructured.Unstructured, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dec := yamlutil.NewYAMLOrJSONDecoder(f, 64<<10)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+}
+
+func waitEstablished(ctx context.Context, c *cluster, name string) error {
+	return waitFor(ctx, time.Minute, c.apiserver, func() (bool, error) {
+		crd, err := c.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// volumeBinder plays the storage provisioner of the StorageClass "standard": for every
+// pending claim of that class it creates a hostPath PersistentVolume reserved for the
+// claim (claimRef), which the PV controller then binds. The volumes are only API
+// objects: kwok runs no containers and mounts nothing.
+type volumeBinder struct {
+	mu      sync.Mutex
+	created []string
+}
+
+func startVolumeBinder(t *testing.T, ctx context.Context, c *cluster) *volumeBinder {
+	b := &volumeBinder{}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if err := b.sync(ctx, c); err != nil && ctx.Err() == nil {
+				t.Logf("volume binder: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+func (b *volumeBinder) sync(ctx context.Context, c *cluster) error {
+	claims, err := c.kube.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, pvc := range claims.Items {
+		if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "standard" || pvc.Spec.VolumeName != "" ||
+			pvc.Status.Phase != corev1.ClaimPending || pvc.DeletionTimestamp != nil {
+			continue
+		}
+		name := "e2e-pv-" + string(pvc.UID)
+		size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		if size.IsZero() {
+			size = resource.MustParse("1Gi")
+		}
+		hostPath := corev1.HostPathDirectoryOrCreate
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"railgrid.io/e2e-volume": "true"}},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+				AccessModes:                   pvc.Spec.AccessModes,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              "standard",
+				ClaimRef: &corev1.ObjectReference{
+					APIVersion: "v1", Kind: "PersistentVolumeClaim",
+					Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
+				},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: "/var/lib/railgrid-e2e/" + string(pvc.UID), Type: &hostPath,
+				}},
+			},
+		}
+		if _, err := c.kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			return fmt.Errorf("creating %s for %s/%s: %w", name, pvc.Namespace, pvc.Name, err)
+		}
+		b.mu.Lock()
+		b.created = append(b.created, pvc.Namespace+"/"+pvc.Name)
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// kubeadmCoreDNSDeployment is kube-system/coredns shaped like kubeadm's (kind v1.34).
+const kubeadmCoreDNSDeployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coredns
+  namespace: kube-system
+  labels:
+    k8s-app: kube-dns
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      k8s-app: kube-dns
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 1
+  template:
+    metadata:
+      labels:
+        k8s-app: kube-dns
+    spec:
+      priorityClassName: system-cluster-critical
+      serviceAccountName: coredns
+      dnsPolicy: Default
+      nodeSelector:
+        kubernetes.io/os: linux
+      tolerations:
+        - key: CriticalAddonsOnly
+          operator: Exists
+        - key: node-role.kubernetes.io/control-plane
+          effect: NoSchedule
+      containers:
+        - name: coredns
+          image: registry.k8s.io/coredns/coredns:v1.12.1
+          imagePullPolicy: IfNotPresent
+          args: ["-conf", "/etc/coredns/Corefile"]
+          resources:
+            limits:
+              memory: 170Mi
+            requests:
+              cpu: 100m
+              memory: 70Mi
+          volumeMounts:
+            - name: config-volume
+              mountPath: /etc/coredns
+              readOnly: true
+          ports:
+            - name: dns
+              containerPort: 53
+              protocol: UDP
+            - name: dns-tcp
+              containerPort: 53
+              protocol: TCP
+            - name: metrics
+              containerPort: 9153
+              protocol: TCP
+      volumes:
+        - name: config-volume
+          configMap:
+            name: coredns
+            items:
+              - key: Corefile
+                path: Corefile
+`

@@ -1,0 +1,82 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// setProcessGroup starts a server in its own process group, so that stopping it also
+// stops anything it started, and has the kernel kill it if the test binary dies (for
+// example on a go test -timeout) before the cleanups run.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+func terminateGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	}
+}
+
+func killGroup(cmd *exec.Cmd) {
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// killTree kills a process, its group and every process below it. The Pulumi CLI
+// starts its plugins in process groups of their own, so killing the CLI's group alone
+// would leave the provider running.
+func killTree(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	for _, pid := range descendants(cmd.Process.Pid) {
+		_ = syscall.Kill(-pid, syscall.SIGKILL) // the group it leads, if any (plugins do)
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	killGroup(cmd)
+}
+
+// descendants returns the pids of every process below pid, from /proc.
+func descendants(pid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may contain spaces and parentheses.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	var out []int
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			out = append(out, c)
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
+}

@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+)
+
+// Environment variables the test reads.
+const (
+	envSkip    = "RAILGRID_SKIP_E2E"
+	envCRDsDir = "RAILGRID_CRDS_DIR"
+	// envVerbose=1 also prints the stand-in's and the control plane's logs of a passing run.
+	envVerbose = "RAILGRID_E2E_VERBOSE"
+	// envKeep=1 keeps the control plane's data and logs, the workspace and the state.
+	envKeep = "RAILGRID_E2E_KEEP"
+)
+
+// loopback is the only address any server of this test listens on.
+const loopback = "127.0.0.1"
+
+// binaries are the executables the test runs, all found on PATH.
+type binaries struct {
+	kubeAPIServer, kubeControllerManager, kubeScheduler string
+	etcd, kwok, pulumi, provider                        string
+}
+
+// findBinaries looks every executable up on PATH. A missing one fails the test: an e2e
+// run that silently does nothing would read as a pass.
+func findBinaries(t *testing.T) binaries {
+	t.Helper()
+	var missing []string
+	find := func(name string) string {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			missing = append(missing, name)
+			return ""
+		}
+		return p
+	}
+	b := binaries{
+		kubeAPIServer:         find("kube-apiserver"),
+		kubeControllerManager: find("kube-controller-manager"),
+		kubeScheduler:         find("kube-scheduler"),
+		etcd:                  find("etcd"),
+		kwok:                  find("kwok"),
+		pulumi:                find("pulumi"),
+		provider:              find("pulumi-resource-kubernetes"),
+	}
+	if len(missing) > 0 {
+		t.Fatalf("the e2e test needs %s on PATH.\nBuild them and run the test with hack/e2e.sh "+
+			"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider)\"); set %s=1 to skip this test",
+			strings.Join(missing, ", "), envSkip)
+	}
+	return b
+}
+
+// process is a server started by the test, in its own process group.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// startProcess starts bin with its output in logPath; the process group is stopped
+// when the test (or subtest) ends, whatever the outcome.
+func startProcess(t *testing.T, name, bin, logPath string, args ...string) *process {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = filepath.Dir(logPath)
+	cmd.Stdout, cmd.Stderr = f, f
+	setProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop terminates the process group, then kills it if it has not exited in 10 s.
+func (p *process) stop() {
+	if !p.exited() {
+		terminateGroup(p.cmd)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			killGroup(p.cmd)
+			<-p.done
+		}
+	}
+	killGroup(p.cmd)
+}
+
+// tail returns the last n lines of the process's log.
+func (p *process) tail(n int) string { return tailFile(p.log, n) }
+
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitFor polls check until it returns true, the timeout passes, ctx ends or proc exits.
+func waitFor(ctx context.Context, timeout time.Duration, proc *process, check func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := check()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if proc != nil && proc.exited() {
+			return fmt.Errorf("%s exited: %v\n%s", proc.name, proc.err, proc.tail(30))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// pulumiCLI runs the Pulumi CLI for the Automation API the way auto's own command does
+// (non-interactive, PULUMI_AUTOMATION_API=true, SIGINT when the context ends, like a
+// Ctrl-C), but in a process group of its own with a parent-death signal, and with a
+// longer grace period after the interrupt, so that a graceful cancellation can finish.
+// Whatever is still running when the test ends (the CLI and the plugins it started, in
+// their own process groups) is killed by the cleanup.
+type pulumiCLI struct {
+	auto.PulumiCommand // Version() of the CLI on PATH
+	bin                string
+	logDir             string
+
+	mu      sync.Mutex
+	running map[*exec.Cmd]bool
+	n       int
+}
+
+func newPulumiCLI(t *testing.T, bin, logDir string) *pulumiCLI {
+	t.Helper()
+	inner, err := auto.NewPulumiCommand(&auto.PulumiCommandOptions{SkipVersionCheck: true})
+	if err != nil {
+		t.Fatalf("pulumi version: %v", err)
+	}
+	c := &pulumiCLI{PulumiCommand: inner, bin: bin, logDir: logDir, running: map[*exec.Cmd]bool{}}
+	t.Cleanup(c.killAll)
+	return c
+}
+
+// interruptGrace is how long an interrupted CLI may take to finish cancelling gracefully
+// before its process group is killed.
+const interruptGrace = 90 * time.Second
+
+func (c *pulumiCLI) Run(ctx context.Context, workdir string, stdin io.Reader,
+	additionalOutput []io.Writer, additionalErrorOutput []io.Writer, additionalEnv []string, args ...string,
+) (string, string, int, error) {
+	if !containsArg(args, "--non-interactive") {
+		args = append([]string{"--non-interactive"}, args...)
+	}
+	c.mu.Lock()
+	c.n++
+	logPath := filepath.Join(c.logDir, fmt.Sprintf("pulumi-%03d-%s.log", c.n, firstWord(args)))
+	c.mu.Unlock()
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return "", "", -1, err
+	}
+	defer logFile.Close()
+	fmt.Fprintf(logFile, "$ pulumi %s\n", strings.Join(args, " "))
+
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir = workdir
+	cmd.Env = append(append(os.Environ(), additionalEnv...), "PULUMI_AUTOMATION_API=true")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = io.MultiWriter(append(additionalOutput, &stdout, logFile)...)
+	cmd.Stderr = io.MultiWriter(append(additionalErrorOutput, &stderr, logFile)...)
+	cmd.Stdin = stdin
+	setProcessGroup(cmd)
+	if err := cmd.Start(); err != nil {
+		return "", "", -1, err
+	}
+	c.mu.Lock()
+	c.running[cmd] = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.running, cmd)
+		c.mu.Unlock()
+	}()
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	var runErr error
+	select {
+	case runErr = <-waited:
+	case <-ctx.Done():
+		// Ctrl-C: the CLI cancels gracefully (it lets running steps finish).
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case runErr = <-waited:
+		case <-time.After(interruptGrace):
+			killTree(cmd)
+			runErr = <-waited
+		}
+	}
+	// The provider plugin is in the CLI's group; nothing of it may outlive the command.
+	killGroup(cmd)
+	code := -1
+	var exitErr *exec.ExitError
+	if runErr == nil {
+		code = 0
+	} else if errors.As(runErr, &exitErr) {
+		code = exitErr.ExitCode()
+	}
+	return stdout.String(), stderr.String(), code, runErr
+}
+
+// killAll kills every running command with everything it started (kill -9).
+func (c *pulumiCLI) killAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for cmd := range c.running {
+		killTree(cmd)
+	}
+}
+
+func containsArg(args []string, arg string) bool {
+	for _, a := range args {
+		if a == arg {
+			return true
+		}
+	}
+	return false
+}
+
+func firstWord(args []string) string {
+	for _, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			return a
+		}
+	}
+	return "cmd"
+}

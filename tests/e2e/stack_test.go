@@ -1,0 +1,524 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/events"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optdestroy"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/internal/plan"
+)
+
+// stackName is the name of the e2e stack; the offline plan is rendered for the same name
+// so that URNs match.
+const stackName = "e2e"
+
+// program is the inline program: exactly what main.go runs.
+func program(ctx *pulumi.Context) error {
+	cfg, err := config.Load(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = components.Deploy(ctx, cfg)
+	return err
+}
+
+// e2eStack is one stack of the program in a workspace of its own, with a file://
+// backend and the passphrase secrets provider, driven by the Automation API.
+type e2eStack struct {
+	t        *testing.T
+	dir      string // workspace: Pulumi.yaml and Pulumi.e2e.yaml
+	stateDir string // the file:// backend
+	cfgFile  string
+	stack    auto.Stack
+	cli      *pulumiCLI
+}
+
+// newStack creates the workspace in base: the repository's Pulumi.yaml, and a
+// Pulumi.e2e.yaml made from Pulumi.kind.yaml with the kind context of the test's
+// kubeconfig, cert-manager and Envoy Gateway marked present, and the kcp-operator chart
+// taken from chartDir.
+func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, bins binaries, chartDir string) *e2eStack {
+	t.Helper()
+	s := &e2eStack{t: t, dir: filepath.Join(base, "workspace"), stateDir: filepath.Join(base, "state")}
+	for _, d := range []string{s.dir, filepath.Join(base, "state"), filepath.Join(base, "pulumi-home")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The CLI's output of every command, kept when the test fails.
+	logDir, err := os.MkdirTemp("", "railgrid-e2e-pulumi-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the Pulumi CLI's output of every command is kept in %s", logDir)
+			return
+		}
+		os.RemoveAll(logDir)
+	})
+	project, err := os.ReadFile(filepath.Join(root, "Pulumi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, "Pulumi.yaml"), project, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.cfgFile = filepath.Join(s.dir, "Pulumi."+stackName+".yaml")
+	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), s.cfgFile, chartDir); err != nil {
+		t.Fatal(err)
+	}
+
+	env := map[string]string{
+		"PULUMI_BACKEND_URL":                          "file://" + filepath.ToSlash(filepath.Join(base, "state")),
+		"PULUMI_CONFIG_PASSPHRASE":                    randomHex(t, 16),
+		"PULUMI_HOME":                                 filepath.Join(base, "pulumi-home"),
+		"PULUMI_SKIP_UPDATE_CHECK":                    "true",
+		"PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK":    "true",
+		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+		"PULUMI_SKIP_CONFIRMATIONS":                   "true",
+		"KUBECONFIG":                                  c.kubeconfig,
+		"HELM_CACHE_HOME":                             filepath.Join(base, "helm", "cache"),
+		"HELM_CONFIG_HOME":                            filepath.Join(base, "helm", "config"),
+		"HELM_DATA_HOME":                              filepath.Join(base, "helm", "data"),
+	}
+	s.cli = newPulumiCLI(t, bins.pulumi, logDir)
+	s.stack, err = auto.UpsertStackInlineSource(ctx, stackName, config.Project, program,
+		auto.WorkDir(s.dir), auto.Pulumi(s.cli), auto.EnvVars(env), auto.SecretsProvider("passphrase"))
+	if err != nil {
+		t.Fatalf("creating stack %s: %v", stackName, err)
+	}
+	return s
+}
+
+// writeStackConfig writes the e2e stack file from the kind stack file.
+func writeStackConfig(kindFile, out, chartDir string) error {
+	data, err := os.ReadFile(kindFile)
+	if err != nil {
+		return err
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		return fmt.Errorf("%s: %w", kindFile, err)
+	}
+	cfg, _ := file["config"].(map[string]any)
+	if cfg == nil {
+		return fmt.Errorf("%s has no config", kindFile)
+	}
+	key := func(k string) string { return config.Project + ":" + k }
+	kind, _ := cfg[key("kind")].(map[string]any)
+	if kind == nil {
+		kind = map[string]any{}
+	}
+	kind["context"] = kubeContext
+	kind["certManagerPresent"] = true
+	kind["envoyGatewayPresent"] = true
+	cfg[key("kind")] = kind
+	cfg[key("operator")] = map[string]any{"chartPath": chartDir}
+	encoded, err := yaml.Marshal(map[string]any{"config": cfg})
+	if err != nil {
+		return err
+	}
+	header := "# Written by tests/e2e from Pulumi.kind.yaml: the test's kubeconfig context, cert-manager and\n" +
+		"# Envoy Gateway present, the kcp-operator chart from a local directory the test generates.\n"
+	return os.WriteFile(out, append([]byte(header), encoded...), 0o600)
+}
+
+// missingProjectConfig returns the config keys that Pulumi.yaml declares without a
+// default or value and that the stack file does not set: the CLI refuses to run such a
+// stack ("Stack '<name>' is missing configuration value '<key>'").
+func missingProjectConfig(projectFile, stackFile string) ([]string, error) {
+	var project struct {
+		Config map[string]map[string]any `yaml:"config"`
+	}
+	data, err := os.ReadFile(projectFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := yaml.Unmarshal(data, &project); err != nil {
+		return nil, err
+	}
+	var stack struct {
+		Config map[string]any `yaml:"config"`
+	}
+	if data, err = os.ReadFile(stackFile); err != nil {
+		return nil, err
+	}
+	if err := yaml.Unmarshal(data, &stack); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for key, decl := range project.Config {
+		_, hasDefault := decl["default"]
+		_, hasValue := decl["value"]
+		full := key
+		if !strings.Contains(key, ":") {
+			full = config.Project + ":" + key
+		}
+		if _, set := stack.Config[full]; !set && !hasDefault && !hasValue {
+			missing = append(missing, key)
+		}
+	}
+	sort.Strings(missing)
+	return missing, nil
+}
+
+// dropProjectConfig removes config declarations from the workspace's Pulumi.yaml: the
+// workaround for a project file the CLI refuses with the stack's config.
+func (s *e2eStack) dropProjectConfig(keys []string) error {
+	path := filepath.Join(s.dir, "Pulumi.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var project map[string]any
+	if err := yaml.Unmarshal(data, &project); err != nil {
+		return err
+	}
+	cfg, _ := project["config"].(map[string]any)
+	for _, k := range keys {
+		delete(cfg, k)
+	}
+	out, err := yaml.Marshal(project)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o600)
+}
+
+// setConfigPath sets one nested config value the way an operator would:
+// pulumi config set --path railgrid-kcp:<path> <value>.
+func (s *e2eStack) setConfigPath(ctx context.Context, path, value string) {
+	s.t.Helper()
+	if err := s.stack.SetConfigWithOptions(ctx, config.Project+":"+path, auto.ConfigValue{Value: value}, &auto.ConfigOptions{Path: true}); err != nil {
+		s.t.Fatalf("pulumi config set --path %s:%s %s: %v", config.Project, path, value, err)
+	}
+}
+
+// rendered is the offline plan of the stack's current config.
+type rendered struct {
+	cfg     *config.Config
+	values  map[string]string
+	rec     *mockstack.Recording
+	objects []plan.Object
+}
+
+// render runs the composition under mocks for the stack's current config file, as
+// cmd/plan does.
+func (s *e2eStack) render() rendered {
+	s.t.Helper()
+	values, err := config.ReadStackFile(s.cfgFile)
+	if err != nil {
+		s.t.Fatalf("reading %s: %v", s.cfgFile, err)
+	}
+	cfg, err := config.ParseStackFile(s.cfgFile)
+	if err != nil {
+		s.t.Fatalf("the e2e stack config is invalid: %v", err)
+	}
+	rec, err := mockstack.RunConfig(stackName, values, mockstack.Options{})
+	if err != nil {
+		s.t.Fatalf("rendering the offline plan: %v", err)
+	}
+	return rendered{cfg: cfg, values: values, rec: rec, objects: plan.KubernetesObjects(rec)}
+}
+
+// kinds are the "<group>/<Kind>" of every Kubernetes object the plan declares.
+func (r rendered) kinds() map[string]bool {
+	kinds := map[string]bool{}
+	for _, o := range r.objects {
+		apiVersion, _ := o.Manifest["apiVersion"].(string)
+		kind, _ := o.Manifest["kind"].(string)
+		group := ""
+		if g, _, found := strings.Cut(apiVersion, "/"); found {
+			group = g
+		}
+		kinds[group+"/"+kind] = true
+	}
+	return kinds
+}
+
+// urnOf returns the URN of the declared Kubernetes object of a kind and metadata name.
+func (r rendered) urnOf(kind, name string) string {
+	for _, o := range r.objects {
+		if o.Manifest["kind"] == kind && !o.Patch && mockstack.MetadataName(o.Resource) == name {
+			return o.Resource.URN
+		}
+	}
+	return ""
+}
+
+// releaseURN is the URN of the kcp-operator Helm release.
+func (r rendered) releaseURN() string {
+	for _, res := range r.rec.ByType("kubernetes:helm.sh/v3:Release") {
+		if v, ok := res.Inputs["name"]; ok && v.IsString() && v.StringValue() == components.OperatorReleaseName {
+			return res.URN
+		}
+	}
+	return ""
+}
+
+// eventLog is the engine events of one operation, in order.
+type eventLog struct {
+	mu     sync.Mutex
+	events []apitype.EngineEvent
+}
+
+func (l *eventLog) all() []apitype.EngineEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]apitype.EngineEvent(nil), l.events...)
+}
+
+// collect starts reading an event channel into the log, calling onEvent for each
+// event; the returned wait blocks until the stream closes (or 15 s).
+func (l *eventLog) collect(onEvent func(apitype.EngineEvent)) (chan events.EngineEvent, func()) {
+	ch := make(chan events.EngineEvent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for e := range ch {
+			if e.Error != nil {
+				continue
+			}
+			l.mu.Lock()
+			l.events = append(l.events, e.EngineEvent)
+			l.mu.Unlock()
+			if onEvent != nil {
+				onEvent(e.EngineEvent)
+			}
+		}
+	}()
+	return ch, func() {
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+		}
+	}
+}
+
+// step is one resource step seen in the events.
+type step struct {
+	urn, op  string
+	pre, out int // sequence numbers of the ResourcePreEvent and ResOutputsEvent (0: none)
+	outputs  map[string]any
+}
+
+// steps indexes the resource steps of an event log by URN (the first step per URN).
+func (l *eventLog) steps() map[string]*step {
+	out := map[string]*step{}
+	for _, e := range l.all() {
+		switch {
+		case e.ResourcePreEvent != nil:
+			m := e.ResourcePreEvent.Metadata
+			if _, ok := out[m.URN]; !ok {
+				out[m.URN] = &step{urn: m.URN, op: string(m.Op), pre: e.Sequence}
+			}
+		case e.ResOutputsEvent != nil:
+			m := e.ResOutputsEvent.Metadata
+			st, ok := out[m.URN]
+			if !ok {
+				st = &step{urn: m.URN, op: string(m.Op)}
+				out[m.URN] = st
+			}
+			if st.out == 0 {
+				st.out = e.Sequence
+				if m.New != nil {
+					st.outputs = m.New.Outputs
+				}
+			}
+		}
+	}
+	return out
+}
+
+// opsByURN lists every operation of every resource in the log ("create", "update",
+// "replace", "delete-replaced", ...).
+func (l *eventLog) opsByURN() map[string][]string {
+	out := map[string][]string{}
+	for _, e := range l.all() {
+		if e.ResourcePreEvent != nil {
+			m := e.ResourcePreEvent.Metadata
+			out[m.URN] = append(out[m.URN], string(m.Op))
+		}
+	}
+	return out
+}
+
+// diagnostics returns the error and warning messages of the log.
+func (l *eventLog) diagnostics() []string {
+	var out []string
+	for _, e := range l.all() {
+		if d := e.DiagnosticEvent; d != nil && (d.Severity == "error" || d.Severity == "warning") {
+			out = append(out, fmt.Sprintf("%s %s: %s", d.Severity, shortURN(d.URN), strings.TrimSpace(d.Message)))
+		}
+	}
+	return out
+}
+
+func (s *e2eStack) preview(ctx context.Context, opts ...optpreview.Option) (auto.PreviewResult, *eventLog, error) {
+	log := &eventLog{}
+	ch, wait := log.collect(nil)
+	res, err := s.stack.Preview(ctx, append(opts, optpreview.EventStreams(ch))...)
+	wait()
+	return res, log, err
+}
+
+func (s *e2eStack) up(ctx context.Context, onEvent func(apitype.EngineEvent), opts ...optup.Option) (auto.UpResult, *eventLog, error) {
+	log := &eventLog{}
+	ch, wait := log.collect(onEvent)
+	res, err := s.stack.Up(ctx, append(opts, optup.EventStreams(ch))...)
+	wait()
+	return res, log, err
+}
+
+func (s *e2eStack) refresh(ctx context.Context, opts ...optrefresh.Option) (auto.RefreshResult, *eventLog, error) {
+	log := &eventLog{}
+	ch, wait := log.collect(nil)
+	res, err := s.stack.Refresh(ctx, append(opts, optrefresh.EventStreams(ch))...)
+	wait()
+	return res, log, err
+}
+
+func (s *e2eStack) destroy(ctx context.Context, opts ...optdestroy.Option) (auto.DestroyResult, *eventLog, error) {
+	log := &eventLog{}
+	ch, wait := log.collect(nil)
+	res, err := s.stack.Destroy(ctx, append(opts, optdestroy.EventStreams(ch))...)
+	wait()
+	return res, log, err
+}
+
+// deployment is the parts of `pulumi stack export` the test reads.
+type deployment struct {
+	raw       []byte
+	Resources []struct {
+		URN        string         `json:"urn"`
+		Type       string         `json:"type"`
+		ID         string         `json:"id"`
+		Custom     bool           `json:"custom"`
+		Outputs    map[string]any `json:"outputs"`
+		Inputs     map[string]any `json:"inputs"`
+		InitErrors []string       `json:"initErrors"`
+	} `json:"resources"`
+	PendingOperations []struct {
+		Type     string `json:"type"`
+		Resource struct {
+			URN    string         `json:"urn"`
+			Type   string         `json:"type"`
+			Inputs map[string]any `json:"inputs"`
+		} `json:"resource"`
+	} `json:"pending_operations"`
+}
+
+// export runs `pulumi stack export` as an operator would: without --show-secrets (the
+// Automation API's Stack.Export adds it and decrypts every secret).
+func (s *e2eStack) export(ctx context.Context) deployment {
+	s.t.Helper()
+	vars := s.stack.Workspace().GetEnvVars()
+	var env []string
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	stdout, stderr, _, err := s.cli.Run(ctx, s.dir, nil, nil, nil, env, "stack", "export", "--stack", stackName)
+	if err != nil {
+		s.t.Fatalf("pulumi stack export: %v\n%s", err, stderr)
+	}
+	var u apitype.UntypedDeployment
+	if err := json.Unmarshal([]byte(stdout), &u); err != nil {
+		s.t.Fatalf("decoding pulumi stack export: %v", err)
+	}
+	var d deployment
+	if err := json.Unmarshal(u.Deployment, &d); err != nil {
+		s.t.Fatalf("decoding the exported deployment: %v", err)
+	}
+	d.raw = append([]byte(nil), u.Deployment...)
+	return d
+}
+
+// stateFiles returns every file the backend holds (the stack's checkpoint, its backups
+// and history), for the plaintext search.
+func (s *e2eStack) stateFiles() (map[string][]byte, error) {
+	out := map[string][]byte{}
+	err := filepath.WalkDir(s.stateDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(s.stateDir, path)
+		out[rel] = data
+		return nil
+	})
+	return out, err
+}
+
+func (d deployment) pending() []string {
+	var out []string
+	for _, op := range d.PendingOperations {
+		out = append(out, op.Type+" "+shortURN(op.Resource.URN))
+	}
+	return out
+}
+
+// changeCounts renders an operation summary deterministically.
+func changeCounts[K ~string](m map[K]int) string {
+	var keys []string
+	for k, n := range m {
+		keys = append(keys, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, " ")
+}
+
+// shortURN drops the stack and project from a URN for messages.
+func shortURN(urn string) string {
+	if i := strings.LastIndex(urn, "::"); i >= 0 {
+		typ := urn[:i]
+		if j := strings.LastIndex(typ, "$"); j >= 0 {
+			typ = typ[j+1:]
+		} else if j := strings.LastIndex(typ, "::"); j >= 0 {
+			typ = typ[j+2:]
+		}
+		return typ + "::" + urn[i+2:]
+	}
+	return urn
+}
+
+// outputsLine is a one-line description of an UpResult summary.
+func summaryOf(s auto.UpdateSummary) map[string]int {
+	if s.ResourceChanges == nil {
+		return map[string]int{}
+	}
+	return *s.ResourceChanges
+}
+
+func indent(lines []string) string {
+	var b bytes.Buffer
+	for _, l := range lines {
+		b.WriteString("\n    ")
+		b.WriteString(l)
+	}
+	return b.String()
+}
