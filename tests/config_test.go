@@ -196,7 +196,7 @@ func TestPulumiYAMLDocumentsTheProgramDefaults(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(data, &project))
 	require.Equal(t, config.Project, project.Name)
-	for _, k := range []string{"platform", "versions", "operator", "kcp", "oidc", "etcd", "network", "loadBalancer", "hub", "kind", "gke"} {
+	for _, k := range []string{"platform", "versions", "operator", "kcp", "oidc", "etcd", "network", "loadBalancer", "hub"} {
 		decl, ok := project.Config[k]
 		require.True(t, ok, "Pulumi.yaml does not declare %s", k)
 		require.NotEmpty(t, decl.Type, k)
