@@ -423,9 +423,7 @@ type deployment struct {
 	PendingOperations []struct {
 		Type     string `json:"type"`
 		Resource struct {
-			URN    string         `json:"urn"`
-			Type   string         `json:"type"`
-			Inputs map[string]any `json:"inputs"`
+			URN string `json:"urn"`
 		} `json:"resource"`
 	} `json:"pending_operations"`
 }
