@@ -14,7 +14,8 @@
 // kubeconfig while the state holds no plaintext of it; a second preview and `up` change
 // nothing; a kcp version bump updates every kcp object and replaces nothing that holds
 // data; raising hub.remintGeneration mints a new credential; `destroy` keeps the etcd
-// volumes and the operator's CRDs; an interrupted `up` converges when run again.
+// volumes and the operator's CRDs, and a later `up` takes them over; an `up` interrupted
+// with Ctrl-C while it waits for the root shard converges when run again.
 //
 // hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
 // provider) and runs the test. The binaries are looked up on PATH: kube-apiserver,
@@ -22,5 +23,8 @@
 // pulumi-resource-kubernetes. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
 // `go test -short` skips it. The upstream CRDs are read from ../shared/reference/crds
 // relative to the repository root, or from RAILGRID_CRDS_DIR; kwok's stages from the
-// sigs.k8s.io/kwok module in the Go module cache.
+// sigs.k8s.io/kwok module in the Go module cache. A failing run keeps the CLI's output of
+// every command (the path is logged); RAILGRID_E2E_KEEP=1 also keeps the control plane's
+// data and logs, the workspace and the state; RAILGRID_E2E_VERBOSE=1 prints the
+// stand-in's and the controllers' logs of a passing run.
 package e2e
