@@ -80,7 +80,9 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 				ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), Optional: pulumi.Bool(true)},
 			}},
 		}}},
-	}, retained...)
+		// The provider diffs lists by position and kubeadm's own volume comes first, so the
+		// patch would show a change on every run; the fields it adds are applied once.
+	}, append(retained, pulumi.IgnoreChanges([]string{"spec.template.spec.containers", "spec.template.spec.volumes"}))...)
 	return err
 }
 

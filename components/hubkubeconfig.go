@@ -82,19 +82,20 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 		return nil, err
 	}
 
-	// The ID comes from the Kubeconfig object, so the read is skipped in the preview of a
-	// fresh stack (unknown ID) and runs during `up` only after the object is Available,
-	// which the operator reports once the Secret is written.
-	secretID := kubeconfig.ID().ApplyT(func(pulumi.ID) pulumi.ID {
-		return pulumi.ID(NamespaceKcp + "/" + KubeconfigName)
-	}).(pulumi.IDOutput)
-	minted, err := corev1.GetSecret(ctx, name+"-minted", secretID, nil, pulumi.Parent(h), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
-	if err != nil {
-		return nil, err
-	}
-	// Secret all the way: the read keeps data secret, and the Kubernetes SDK wraps every
-	// Secret's data in a Pulumi secret.
-	encoded := minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey))
+	// The read is declared inside an apply on the Kubeconfig object's ID: in the preview
+	// of a fresh stack the ID is unknown, so the read is neither made nor registered
+	// (a skipped read registered outside an apply leaves dependents with an empty URN).
+	// During `up` it runs only after the object is Available, which the operator reports
+	// once the Secret is written. Secret all the way: the read keeps data secret, and the
+	// Kubernetes SDK wraps every Secret's data in a Pulumi secret.
+	encoded := kubeconfig.ID().ApplyT(func(pulumi.ID) (pulumi.StringOutput, error) {
+		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(NamespaceKcp+"/"+KubeconfigName), nil,
+			pulumi.Parent(h), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
+		if err != nil {
+			return pulumi.StringOutput{}, err
+		}
+		return minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey)), nil
+	}).(pulumi.StringOutput)
 
 	hubSecret, err := corev1.NewSecret(ctx, name+"-hub-secret", &corev1.SecretArgs{
 		Metadata: &metav1.ObjectMetaArgs{

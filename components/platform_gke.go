@@ -106,6 +106,8 @@ func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Res
 	}
 	provider, err := kubernetes.NewProvider(ctx, name+"-k8s", &kubernetes.ProviderArgs{
 		Kubeconfig: pulumi.String(gkeKubeconfig(b.cluster)),
+		// A re-mint updates the hub Secret in place instead of deleting and recreating it.
+		EnableSecretMutable: pulumi.Bool(true),
 	}, pulumi.Parent(g))
 	if err != nil {
 		return nil, err

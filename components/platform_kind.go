@@ -38,6 +38,8 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 		Context: pulumi.String(b.cfg.Kind.Context),
 		// The split-horizon hosts file is a ConfigMap that CoreDNS re-reads in place.
 		EnableConfigMapMutable: pulumi.Bool(true),
+		// A re-mint updates the hub Secret in place instead of deleting and recreating it.
+		EnableSecretMutable: pulumi.Bool(true),
 	}, pulumi.Parent(k))
 	if err != nil {
 		return nil, err
