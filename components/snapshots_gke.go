@@ -255,6 +255,11 @@ func snapshotCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulu
 					SecurityContext:    restrictedPodSecurity(),
 					Volumes:            corev1.VolumeArray{emptyDir("backup")},
 					InitContainers: corev1.ContainerArray{
+						// A member-local status call fails within seconds, naming the
+						// endpoint, where an unreachable etcd would leave the save silent
+						// until its command timeout.
+						command("connect", etcdImage, "backup", resources("50m", "32Mi", "128Mi"),
+							"/usr/local/bin/etcdctl", "--endpoints="+client, "--dial-timeout=5s", "--command-timeout=30s", "endpoint", "status"),
 						command("save", etcdImage, "backup", resources("100m", "64Mi", "256Mi"),
 							"/usr/local/bin/etcdctl", "--endpoints="+client, "--command-timeout=10m", "snapshot", "save", "/backup/snapshot.db"),
 						command("check", etcdImage, "backup", resources("100m", "64Mi", "1Gi"),

@@ -170,7 +170,10 @@ func TestGKEScheduledSnapshotsAndRestoreDrill(t *testing.T) {
 		require.Equal(t, "Never", getString(t, pod, "restartPolicy"), "a failure is a failed Job")
 		require.Equal(t, components.SnapshotServiceAccount, getString(t, pod, "serviceAccountName"))
 		require.Equal(t, shard, getString(t, job, "spec.jobTemplate.spec.template.metadata.labels.railgrid\\.io/etcd-client"), "allowed through the etcd NetworkPolicy")
-		save := stringList(t, pod, "initContainers[0].command")
+		require.Equal(t, "connect", getString(t, pod, "initContainers[0].name"), "etcd is reached first, failing fast")
+		require.Contains(t, stringList(t, pod, "initContainers[0].command"), "status")
+		require.Equal(t, "save", getString(t, pod, "initContainers[1].name"))
+		save := stringList(t, pod, "initContainers[1].command")
 		require.Equal(t, "/usr/local/bin/etcdctl", save[0])
 		var endpoints []string
 		for _, arg := range save {
