@@ -217,7 +217,17 @@ func prerequisites(t *testing.T) (string, tools, jobPods) {
 	}
 	root, err := filepath.Abs("../..")
 	require.NoError(t, err)
-	return root, findTools(t, root), renderJobs(t, root, "root")
+	tl, jp := findTools(t, root), renderJobs(t, root, "root")
+	// The tools must speak the image's etcd minor version (3.6 moved snapshot restore
+	// and status from etcdctl to etcdutl); a patch difference is only reported.
+	out, err := exec.Command(filepath.Join(tl.etcd, "etcdutl"), "version").Output()
+	require.NoError(t, err)
+	built := regexp.MustCompile(`etcdutl version: (\d+\.\d+)\.(\d+)`).FindStringSubmatch(string(out))
+	require.NotNil(t, built, "etcdutl version: %s", out)
+	image := strings.TrimPrefix(jp.etcdImg[strings.LastIndex(jp.etcdImg, ":")+1:], "v")
+	require.True(t, strings.HasPrefix(image, built[1]+"."), "tools/etcdtools builds etcd %s.%s, the program's image is %s: bump tools/etcdtools", built[1], built[2], jp.etcdImg)
+	t.Logf("etcd tools %s.%s for image %s", built[1], built[2], jp.etcdImg)
+	return root, tl, jp
 }
 
 var keysServed = regexp.MustCompile(`restore drill passed: (\d+) keys served`)
