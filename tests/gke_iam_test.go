@@ -18,34 +18,28 @@ import (
 
 // gcsRolePermissions are the permissions of the Cloud Storage predefined roles the
 // program may grant, from "IAM roles for Cloud Storage"
-// (https://cloud.google.com/storage/docs/access-control/iam-roles) and the "IAM basic
-// and predefined roles reference", Cloud Storage roles
-// (https://cloud.google.com/iam/docs/roles-permissions/storage).
+// (https://cloud.google.com/storage/docs/access-control/iam-roles), table "Predefined
+// roles", with the descriptions quoted.
 var gcsRolePermissions = map[string][]string{
 	// "Allows users to create objects. Does not give permission to view, delete, or
-	// overwrite objects."
+	// replace objects."
 	"roles/storage.objectCreator": {
 		"orgpolicy.policy.get", "resourcemanager.projects.get", "resourcemanager.projects.list",
-		"storage.folders.create", "storage.managedFolders.create",
-		"storage.multipartUploads.abort", "storage.multipartUploads.create", "storage.multipartUploads.listParts",
-		"storage.objects.create",
+		"storage.objects.create", "storage.managedFolders.create",
+		"storage.multipartUploads.create", "storage.multipartUploads.abort", "storage.multipartUploads.listParts",
 	},
 	// "Grants access to view objects and their metadata, excluding ACLs. Can also list
-	// the objects in a bucket."
+	// the objects and managed folders in a bucket."
 	"roles/storage.objectViewer": {
 		"resourcemanager.projects.get", "resourcemanager.projects.list",
-		"storage.folders.get", "storage.folders.list",
 		"storage.managedFolders.get", "storage.managedFolders.list",
 		"storage.objects.get", "storage.objects.list",
 	},
-	// "Grants access to create, read, update and delete objects and managed folders";
-	// listed so that the negative case can show a role that adds delete.
+	// "Grants access to create, view, list, update, and delete objects and managed
+	// folders, along with their metadata" (the object permissions of its list); here so
+	// that the negative case can show a role that adds delete.
 	"roles/storage.objectUser": {
-		"orgpolicy.policy.get", "resourcemanager.projects.get", "resourcemanager.projects.list",
-		"storage.folders.create", "storage.folders.delete", "storage.folders.get", "storage.folders.list", "storage.folders.rename",
-		"storage.managedFolders.create", "storage.managedFolders.delete", "storage.managedFolders.get", "storage.managedFolders.list",
-		"storage.multipartUploads.abort", "storage.multipartUploads.create", "storage.multipartUploads.list", "storage.multipartUploads.listParts",
-		"storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list", "storage.objects.restore", "storage.objects.update",
+		"storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list", "storage.objects.update",
 	},
 }
 
@@ -84,16 +78,17 @@ var gcloudStorageCommands = []gcloudStorageCommand{
 	{
 		name:    "list (gcloud storage ls gs://...)",
 		pattern: regexp.MustCompile(`gcloud storage ls "?(gs://|\$\{)`),
-		// "List objects", Required roles: storage.objects.list.
+		// "List objects", Required permissions: storage.objects.list (getIamPolicy only to
+		// return ACLs, buckets.list only for the console).
 		needs:  []string{"storage.objects.list"},
 		source: "https://cloud.google.com/storage/docs/listing-objects#required-roles",
 	},
 	{
 		name:    "download (gcloud storage cp gs://... <file>)",
 		pattern: regexp.MustCompile(`gcloud storage cp (--[a-z-]+ )*"?(gs://|\$\{)`),
-		// "Download objects", Required roles: storage.objects.get; storage.objects.list
-		// for downloads with the Google Cloud CLI.
-		needs:  []string{"storage.objects.get", "storage.objects.list"},
+		// "Download objects", Required permissions: storage.objects.get (storage.objects.list
+		// and storage.buckets.list "only required for using the Google Cloud console").
+		needs:  []string{"storage.objects.get"},
 		source: "https://cloud.google.com/storage/docs/downloading-objects#required-roles",
 	},
 }
