@@ -179,13 +179,13 @@ func runScenario(t *testing.T, root string, tl tools, jp jobPods, scenario strin
 	raw, err := os.ReadFile(in.Result)
 	require.NoError(t, err, "no result:\n%s", out)
 	require.NoError(t, json.Unmarshal(raw, &res))
-	require.Empty(t, res.Error, "setting up the scenario failed")
 	for _, run := range res.Runs {
 		t.Logf("pod %s: %.1fs", run.Pod, run.Seconds)
 		for _, c := range run.Containers {
 			t.Logf("  %s exit %d:\n%s", c.Name, c.Exit, indent(c.Output))
 		}
 	}
+	require.Empty(t, res.Error, "the scenario could not run:\n%s", out)
 	t.Logf("scenario %s took %s", scenario, time.Since(start).Round(100*time.Millisecond))
 	return res
 }
