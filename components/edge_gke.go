@@ -7,6 +7,13 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 )
 
+// The annotation pulumi-kubernetes (>= 4.18) awaits on a custom resource, and what the
+// Gateway waits for: an address in its status.
+const (
+	GatewayWaitForAnnotation = "pulumi.com/waitFor"
+	GatewayWaitFor           = "jsonpath={.status.addresses[0].value}"
+)
+
 // edgeCertificateName is the Secret cert-manager issues the listener certificate into.
 const edgeCertificateName = "kcp-edge-tls"
 
@@ -25,7 +32,9 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 		return append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(deps))
 	}
 	certificate := gw.CertificateSecret
-	annotations := map[string]string{}
+	// Custom resources are not awaited unless they carry pulumi.com/waitFor: wait for the
+	// load balancer's address, so that edgeAddress is set after the first up.
+	annotations := map[string]string{GatewayWaitForAnnotation: GatewayWaitFor}
 	if gw.CertManagerClusterIssuer != "" {
 		// cert-manager's gateway-shim issues the listener certificate into this Secret.
 		certificate = edgeCertificateName
@@ -43,7 +52,8 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 	}
 	gateway, err := newUntyped(ctx, name+"-gateway",
 		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: EdgeGatewayName, Namespace: NamespaceKcp, Annotations: annotations},
-		edgeapi.GatewaySpec{GatewayClassName: gw.ClassName, Listeners: listeners}, with(serviceDeps)...)
+		edgeapi.GatewaySpec{GatewayClassName: gw.ClassName, Listeners: listeners},
+		append(with(serviceDeps), pulumi.Timeouts(&pulumi.CustomTimeouts{Create: "20m", Update: "20m"}))...)
 	if err != nil {
 		return pulumi.StringOutput{}, err
 	}

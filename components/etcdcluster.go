@@ -170,9 +170,11 @@ func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSp
 			}},
 		}},
 		TerminationGracePeriodSeconds: pulumi.Int(30),
+		SecurityContext:               restrictedPodSecurity(),
 		Containers: corev1.ContainerArray{&corev1.ContainerArgs{
-			Name:  pulumi.String("etcd"),
-			Image: pulumi.String(args.Image),
+			Name:            pulumi.String("etcd"),
+			Image:           pulumi.String(args.Image),
+			SecurityContext: restrictedContainerSecurity(),
 			// The official image is distroless: exec form only, $(VAR) expanded by the kubelet.
 			Command: pulumi.StringArray{pulumi.String("/usr/local/bin/etcd")},
 			Args: pulumi.ToStringArray([]string{
@@ -201,11 +203,8 @@ func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSp
 			},
 			ReadinessProbe: httpProbe("/readyz", 5),
 			LivenessProbe:  httpProbe("/livez", 30),
-			Resources: &corev1.ResourceRequirementsArgs{
-				Requests: pulumi.StringMap{"cpu": pulumi.String("250m"), "memory": pulumi.String("512Mi")},
-				Limits:   pulumi.StringMap{"memory": pulumi.String("2Gi")},
-			},
-			VolumeMounts: corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String("data"), MountPath: pulumi.String("/var/lib/etcd")}},
+			Resources:      resources("250m", "512Mi", "2Gi"),
+			VolumeMounts:   corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String("data"), MountPath: pulumi.String("/var/lib/etcd")}},
 		}},
 	}
 	if args.Members >= 3 {

@@ -60,19 +60,22 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 
 	// Namespaces that hold data are retained: deleting the etcd namespace would delete
 	// the volume claims with it, and the hub namespace also holds the hub.
-	etcdNS, err := newNamespace(ctx, name+"-ns-etcd", NamespaceEtcd, true, child...)
+	// Pod Security: the etcd namespace holds only pods of this program, so it enforces
+	// the restricted level; kcp-system and kcp-operator run pods of upstream charts and
+	// of the operator, which are not ours to change, so they only warn.
+	etcdNS, err := newNamespace(ctx, name+"-ns-etcd", NamespaceEtcd, true, PodSecurityEnforceLabel, child...)
 	if err != nil {
 		return nil, err
 	}
-	operatorNS, err := newNamespace(ctx, name+"-ns-operator", NamespaceOperator, false, child...)
+	operatorNS, err := newNamespace(ctx, name+"-ns-operator", NamespaceOperator, false, PodSecurityWarnLabel, child...)
 	if err != nil {
 		return nil, err
 	}
-	kcpNS, err := newNamespace(ctx, name+"-ns-kcp", NamespaceKcp, false, child...)
+	kcpNS, err := newNamespace(ctx, name+"-ns-kcp", NamespaceKcp, false, PodSecurityWarnLabel, child...)
 	if err != nil {
 		return nil, err
 	}
-	hubNS, err := newNamespace(ctx, name+"-ns-hub", cfg.Hub.Namespace, true, child...)
+	hubNS, err := newNamespace(ctx, name+"-ns-hub", cfg.Hub.Namespace, true, "", child...)
 	if err != nil {
 		return nil, err
 	}
@@ -191,14 +194,17 @@ func (p *KcpPlatform) exposedBackends(cfg *config.Config) []ExposedBackend {
 	return backends
 }
 
-func newNamespace(ctx *pulumi.Context, name, namespace string, retain bool, opts ...pulumi.ResourceOption) (*corev1.Namespace, error) {
+// newNamespace declares a namespace; podSecurityMode, when set, is the Pod Security
+// label (enforce or warn) that applies the restricted level to it.
+func newNamespace(ctx *pulumi.Context, name, namespace string, retain bool, podSecurityMode string, opts ...pulumi.ResourceOption) (*corev1.Namespace, error) {
 	if retain {
 		opts = append(opts, pulumi.RetainOnDelete(true))
 	}
+	labels := pulumi.StringMap{"app.kubernetes.io/part-of": pulumi.String(config.Project)}
+	if podSecurityMode != "" {
+		labels[podSecurityMode] = pulumi.String(PodSecurityRestricted)
+	}
 	return corev1.NewNamespace(ctx, name, &corev1.NamespaceArgs{
-		Metadata: &metav1.ObjectMetaArgs{
-			Name:   pulumi.String(namespace),
-			Labels: pulumi.StringMap{"app.kubernetes.io/part-of": pulumi.String(config.Project)},
-		},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(namespace), Labels: labels},
 	}, opts...)
 }

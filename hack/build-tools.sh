@@ -25,6 +25,9 @@
 #   kwok        kwok (go install at an exact version)
 #   pulumi      pulumi CLI (tools/pulumi)
 #   provider    pulumi-resource-kubernetes (tools/provider; needs ~5 GB of memory)
+#   etcdtools   etcd, etcdctl, etcdutl at the etcd image's version (tools/etcdtools),
+#               for the snapshot and restore-drill run
+#   fakegcs     fake-gcs-server, a GCS emulator (go install at an exact version)
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -37,11 +40,12 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/tools"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd actionlint kwok pulumi provider)
+ALL_GROUPS=(kube etcd actionlint kwok pulumi provider etcdtools fakegcs)
 
 # Versions of the tools installed with `go install module@version`.
 ACTIONLINT_VERSION=v1.7.12
 KWOK_VERSION=v0.8.0
+FAKEGCS_VERSION=v1.56.1
 # Version the Kubernetes provider reports to the Pulumi engine; matches the
 # github.com/pulumi/pulumi-kubernetes/sdk/v4 version the program uses.
 PROVIDER_SERVE_VERSION=4.32.0
@@ -85,6 +89,10 @@ group_info() {
       VERSION=$(modver "$TOOLS/provider" github.com/pulumi/pulumi-kubernetes/provider/v4)
       VERSION=v$PROVIDER_SERVE_VERSION-${VERSION##*-}
       BINS=(pulumi-resource-kubernetes) ;;
+    etcdtools)
+      NAME=etcdtools; VERSION=$(modver "$TOOLS/etcdtools" go.etcd.io/etcd/etcdctl/v3)
+      BINS=(etcd etcdctl etcdutl) ;;
+    fakegcs) NAME=fake-gcs-server; VERSION=$FAKEGCS_VERSION; BINS=(fake-gcs-server) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
 }
@@ -131,6 +139,16 @@ go_install() { # out module/pkg@version
 }
 build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
 build_kwok() { go_install "$1" "sigs.k8s.io/kwok/cmd/kwok@$VERSION"; }
+build_fakegcs() { go_install "$1" "github.com/fsouza/fake-gcs-server@$VERSION"; }
+
+build_etcdtools() {
+  local out=$1 bin
+  for bin in etcd etcdctl etcdutl; do
+    local pkg=go.etcd.io/etcd/$bin/v3
+    [[ $bin == etcd ]] && pkg=go.etcd.io/etcd/server/v3
+    (cd "$TOOLS/etcdtools" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$out/$bin" "$pkg")
+  done
+}
 
 build_pulumi() {
   local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$VERSION"
@@ -218,6 +236,8 @@ check_group() {
     [[ -x $dir/$b ]] || die "$g: $dir/$b is missing (run hack/build-tools.sh $g)"
     case $b in
       actionlint) out=$("$dir/$b" -version) ;;
+      etcdctl|etcdutl) out=$("$dir/$b" version) ;;
+      fake-gcs-server) out=$("$dir/$b" -help 2>&1 | head -n 1 || true) ;;
       pulumi) out=$(PULUMI_SKIP_UPDATE_CHECK=true "$dir/$b" version) ;;
       pulumi-resource-kubernetes)
         # Started without an engine address, a provider serves gRPC on a free

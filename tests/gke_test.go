@@ -106,24 +106,47 @@ func TestGKESnapshotBucketIsPrivateVersionedAndProtected(t *testing.T) {
 	require.Equal(t, "Delete", getString(t, bucket, "lifecycleRules[0].action.type"))
 	require.Equal(t, cfg.GKE.Snapshots.RetentionDays, number(t, bucket, "lifecycleRules[0].condition.age"))
 	require.Equal(t, "kcp-etcd-snapshots-5eed0001", getString(t, bucket, "name"), "made unique with the random suffix")
-	require.Contains(t, gcpResource(t, rec, "random:index/randomId:RandomId", "railgrid-kcp-snapshots-bucket-suffix").Faked, "hex")
+	suffix := gcpResource(t, rec, "random:index/randomId:RandomId", "railgrid-kcp-snapshots-bucket-suffix")
+	require.Contains(t, suffix.Faked, "hex")
+	require.True(t, suffix.Protect, "a new suffix is a new bucket name: the bucket would be replaced")
+	// Noncurrent versions age out after retentionDays. noAge: without it the provider
+	// sends age 0 with the rule (pulumi-gcp BucketLifecycleRuleCondition, field noAge:
+	// "This prevents a default age of 0 from being applied").
+	noncurrent := get(t, bucket, "lifecycleRules[1].condition")
+	require.Equal(t, cfg.GKE.Snapshots.RetentionDays, number(t, noncurrent, "daysSinceNoncurrentTime"))
+	require.Equal(t, "ARCHIVED", getString(t, noncurrent, "withState"))
+	require.Equal(t, true, get(t, noncurrent, "noAge"))
+	require.NotContains(t, noncurrent, "age")
 }
 
-// The snapshot account may only create objects and the drill only read them, each bound
-// to its Kubernetes ServiceAccount through Workload Identity.
+// The snapshot account may create, get and list objects (what `gcloud storage cp`
+// needs) and the drill only read them, each bound to its Kubernetes ServiceAccount
+// through Workload Identity. The permissions behind the roles are checked against what
+// each command needs in TestGKESnapshotIAMContract.
 func TestGKESnapshotIAMIsMinimal(t *testing.T) {
 	rec, cfg := runStack(t, "gke"), shippedConfig(t, "gke")
-	cases := []struct{ prefix, role, ksa, account string }{
-		{"railgrid-kcp-snapshots-snapshots", "roles/storage.objectCreator", components.SnapshotServiceAccount, "kcp-etcd-snapshots"},
-		{"railgrid-kcp-snapshots-drill", "roles/storage.objectViewer", components.DrillServiceAccount, "kcp-etcd-restore-drill"},
+	cases := []struct {
+		prefix  string
+		roles   []string
+		ksa     string
+		account string
+	}{
+		{"railgrid-kcp-snapshots-snapshots", []string{"roles/storage.objectCreator", "roles/storage.objectViewer"}, components.SnapshotServiceAccount, "kcp-etcd-snapshots"},
+		{"railgrid-kcp-snapshots-drill", []string{"roles/storage.objectViewer"}, components.DrillServiceAccount, "kcp-etcd-restore-drill"},
 	}
-	require.Len(t, rec.ByType("gcp:storage/bucketIAMMember:BucketIAMMember"), 2, "no other bucket grants")
+	require.Len(t, rec.ByType("gcp:storage/bucketIAMMember:BucketIAMMember"), 3, "no other bucket grants")
 	require.Empty(t, rec.ByType("gcp:projects/iAMMember:IAMMember"), "no project-wide grants")
 	for _, c := range cases {
 		email := fmt.Sprintf("%s@%s.iam.gserviceaccount.com", c.account, cfg.GKE.Project)
-		grant := inputs(gcpResource(t, rec, "gcp:storage/bucketIAMMember:BucketIAMMember", c.prefix+"-bucket-role"))
-		require.Equal(t, c.role, getString(t, grant, "role"))
-		require.Equal(t, "serviceAccount:"+email, getString(t, grant, "member"))
+		var granted []string
+		for _, res := range rec.ByType("gcp:storage/bucketIAMMember:BucketIAMMember") {
+			grant := inputs(res)
+			if getString(t, grant, "member") == "serviceAccount:"+email {
+				require.True(t, strings.HasPrefix(res.Name, c.prefix+"-bucket-"), res.Name)
+				granted = append(granted, getString(t, grant, "role"))
+			}
+		}
+		require.ElementsMatch(t, c.roles, granted, c.account)
 		wi := inputs(gcpResource(t, rec, "gcp:serviceaccount/iAMMember:IAMMember", c.prefix+"-workload-identity"))
 		require.Equal(t, "roles/iam.workloadIdentityUser", getString(t, wi, "role"))
 		require.Equal(t, fmt.Sprintf("serviceAccount:%s.svc.id.goog[etcd/%s]", cfg.GKE.Project, c.ksa), getString(t, wi, "member"))
@@ -147,7 +170,10 @@ func TestGKEScheduledSnapshotsAndRestoreDrill(t *testing.T) {
 		require.Equal(t, "Never", getString(t, pod, "restartPolicy"), "a failure is a failed Job")
 		require.Equal(t, components.SnapshotServiceAccount, getString(t, pod, "serviceAccountName"))
 		require.Equal(t, shard, getString(t, job, "spec.jobTemplate.spec.template.metadata.labels.railgrid\\.io/etcd-client"), "allowed through the etcd NetworkPolicy")
-		save := stringList(t, pod, "initContainers[0].command")
+		require.Equal(t, "connect", getString(t, pod, "initContainers[0].name"), "etcd is reached first, failing fast")
+		require.Contains(t, stringList(t, pod, "initContainers[0].command"), "status")
+		require.Equal(t, "save", getString(t, pod, "initContainers[1].name"))
+		save := stringList(t, pod, "initContainers[1].command")
 		require.Equal(t, "/usr/local/bin/etcdctl", save[0])
 		var endpoints []string
 		for _, arg := range save {
@@ -158,7 +184,8 @@ func TestGKEScheduledSnapshotsAndRestoreDrill(t *testing.T) {
 		require.Equal(t, []string{fmt.Sprintf("--endpoints=http://etcd-%s.etcd.svc.cluster.local:2379", shard)}, endpoints, "one endpoint: etcdctl refuses several for a snapshot")
 		require.Contains(t, save, "save")
 		upload := stringList(t, pod, "containers[0].command")
-		require.Contains(t, upload[len(upload)-1], `gcloud storage cp /backup/snapshot.db "gs://${BUCKET}/${SHARD}/${ts}.db"`)
+		require.Contains(t, upload[len(upload)-1], `target="gs://${BUCKET}/${SHARD}/${ts}.db"`)
+		require.Contains(t, upload[len(upload)-1], `gcloud storage cp --no-clobber /backup/snapshot.db "${target}"`)
 		require.Contains(t, upload[len(upload)-1], `date -u +%Y%m%dT%H%M%SZ`)
 		require.Equal(t, shard, getString(t, pod, "containers[0].env[1].value"))
 

@@ -1,0 +1,293 @@
+// Package snapshots runs the exact snapshot and restore-drill scripts of the gke stack's
+// CronJobs, taken from the program's own objects, for real on loopback: a real etcd
+// v3.6 with etcdctl and etcdutl (tools/etcdtools), the gcloud CLI pointed at a GCS
+// emulator (fake-gcs-server), in private mount and network namespaces, with only the
+// tools of each container's image on PATH.
+package snapshots
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/internal/plan"
+)
+
+const envSkip = "RAILGRID_SKIP_SNAPSHOTS"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(envChild); path != "" {
+		os.Exit(runChild(path))
+	}
+	os.Exit(m.Run())
+}
+
+// gcloudImageTools are the commands the google-cloud-cli:<tag>-stable image has on PATH
+// on x86_64: Debian's essential tools (bash, coreutils, grep, sed, ...) and what its
+// Dockerfile installs (curl, git, gnupg, make, openssh-client, the gcloud CLI). python3
+// is not among them: the Dockerfile installs it only when the machine is not x86_64, and
+// gcloud runs the Python bundled under its own directory.
+var gcloudImageTools = []string{
+	"bash", "sh", "cat", "chmod", "cp", "cut", "date", "dirname", "basename", "echo", "env",
+	"expr", "false", "head", "id", "ln", "ls", "mkdir", "mktemp", "mv", "printf", "readlink",
+	"rm", "seq", "sleep", "sort", "tail", "tee", "touch", "tr", "true", "uname", "wc",
+	"grep", "sed", "awk", "find", "xargs", "gzip", "tar",
+	"curl", "git", "gpg", "make", "ssh",
+	"gcloud",
+}
+
+// tools finds the built etcd tools and fake-gcs-server (hack/build-tools.sh etcdtools
+// fakegcs) and gcloud.
+type tools struct {
+	etcd, fakeGCS, gcloud string
+}
+
+func findTools(t *testing.T, root string) tools {
+	t.Helper()
+	out, err := exec.Command("bash", filepath.Join(root, "hack/build-tools.sh"), "paths", "etcdtools", "fakegcs").Output()
+	require.NoError(t, err, "hack/build-tools.sh paths")
+	dirs := strings.Fields(string(out))
+	require.Len(t, dirs, 2)
+	tl := tools{etcd: dirs[0], fakeGCS: filepath.Join(dirs[1], "fake-gcs-server")}
+	var missing []string
+	for _, bin := range []string{filepath.Join(tl.etcd, "etcd"), filepath.Join(tl.etcd, "etcdctl"), filepath.Join(tl.etcd, "etcdutl"), tl.fakeGCS} {
+		if _, err := os.Stat(bin); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	if len(missing) > 0 {
+		t.Fatalf("missing %s: run hack/build-tools.sh etcdtools fakegcs (or set %s=1 to skip)", strings.Join(missing, ", "), envSkip)
+	}
+	if tl.gcloud, err = exec.LookPath("gcloud"); err != nil {
+		t.Fatalf("gcloud is not on PATH: install the Google Cloud CLI (see README, Proving it offline) or set %s=1 to skip", envSkip)
+	}
+	return tl
+}
+
+// gcloudImageBin is a directory holding only the gcloud image's tools, as links to this
+// machine's.
+func gcloudImageBin(t *testing.T, gcloud string) string {
+	t.Helper()
+	dir := filepath.Join(openTempDir(t), "gcloud-image-bin")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	for _, name := range gcloudImageTools {
+		path, err := exec.LookPath(name)
+		if name == "gcloud" {
+			path, err = gcloud, nil
+		}
+		if err != nil {
+			continue // a tool this machine lacks: a script that needs it fails, as it should
+		}
+		require.NoError(t, os.Symlink(path, filepath.Join(dir, name)))
+	}
+	return dir
+}
+
+// jobPods are the pod specs of the root shard's snapshot and drill CronJobs in the gke
+// stack's plan, and the values the scripts need from it.
+type jobPods struct {
+	pods     map[string]podSpec
+	bucket   string
+	etcdHost string
+	etcdImg  string
+	gcloud   string
+}
+
+func renderJobs(t *testing.T, root, shard string) jobPods {
+	t.Helper()
+	path := filepath.Join(root, "Pulumi.gke.yaml")
+	cfg, err := config.ParseStackFile(path)
+	require.NoError(t, err)
+	rec, err := mockstack.RunStackFile("gke", path, mockstack.Options{})
+	require.NoError(t, err)
+	jp := jobPods{
+		pods:     map[string]podSpec{},
+		etcdHost: fmt.Sprintf("%s.%s.svc.%s", components.EtcdName(shard), components.NamespaceEtcd, components.ClusterDomain),
+		etcdImg:  config.EtcdImageRepository + ":" + cfg.Versions.Etcd,
+		gcloud:   config.GcloudImageRepository + ":" + cfg.GKE.Snapshots.GcloudImage,
+	}
+	names := map[string]string{"snapshot": components.EtcdName(shard) + "-snapshot", "drill": components.EtcdName(shard) + "-restore-drill"}
+	for _, o := range plan.KubernetesObjects(rec) {
+		if o.Manifest["kind"] != "CronJob" {
+			continue
+		}
+		meta := o.Manifest["metadata"].(map[string]any)
+		for key, name := range names {
+			if meta["name"] != name {
+				continue
+			}
+			spec := o.Manifest["spec"].(map[string]any)["jobTemplate"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"]
+			raw, err := json.Marshal(spec)
+			require.NoError(t, err)
+			var ps podSpec
+			require.NoError(t, json.Unmarshal(raw, &ps))
+			jp.pods[key] = ps
+			for _, c := range append(ps.InitContainers, ps.Containers...) {
+				for _, e := range c.Env {
+					if e.Name == "BUCKET" {
+						jp.bucket = e.Value
+					}
+				}
+			}
+		}
+	}
+	require.Len(t, jp.pods, 2, "the plan has the CronJobs %v", names)
+	require.NotEmpty(t, jp.bucket, "BUCKET in the jobs' environment")
+	return jp
+}
+
+// runScenario re-executes this test binary in new mount and network namespaces to run
+// one scenario, and returns what the pods did.
+func runScenario(t *testing.T, root string, tl tools, jp jobPods, scenario string, keys int) childResult {
+	t.Helper()
+	work := openTempDir(t)
+	in := childInput{
+		Scenario: scenario, Pods: jp.pods, Bucket: jp.bucket, Shard: "root", EtcdHost: jp.etcdHost,
+		EtcdImage: jp.etcdImg, GcloudImg: jp.gcloud, EtcdTools: tl.etcd, FakeGCS: tl.fakeGCS,
+		GcloudBin: gcloudImageBin(t, tl.gcloud), WorkDir: work, Keys: keys, Result: filepath.Join(work, "result.json"),
+	}
+	data, err := json.Marshal(in)
+	require.NoError(t, err)
+	inPath := filepath.Join(work, "input.json")
+	require.NoError(t, os.WriteFile(inPath, data, 0o600))
+
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(self, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"="+inPath)
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS | syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	err = cmd.Run()
+	require.NoError(t, err, "the scenario process failed:\n%s", out)
+	var res childResult
+	raw, err := os.ReadFile(in.Result)
+	require.NoError(t, err, "no result:\n%s", out)
+	require.NoError(t, json.Unmarshal(raw, &res))
+	for _, run := range res.Runs {
+		t.Logf("pod %s: %.1fs", run.Pod, run.Seconds)
+		for _, c := range run.Containers {
+			t.Logf("  %s exit %d:\n%s", c.Name, c.Exit, indent(c.Output))
+		}
+	}
+	require.Empty(t, res.Error, "the scenario could not run:\n%s", out)
+	t.Logf("scenario %s took %s", scenario, time.Since(start).Round(100*time.Millisecond))
+	return res
+}
+
+// openTempDir is a temporary directory the pods' non-root user can read, as can it the
+// directories above it.
+func openTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(dir, 0o755))
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
+	return dir
+}
+
+func indent(s string) string {
+	return "    | " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    | ")
+}
+
+func prerequisites(t *testing.T) (string, tools, jobPods) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs etcd, fake-gcs-server and gcloud; skipped with -short")
+	}
+	if os.Getenv(envSkip) == "1" {
+		t.Skipf("%s=1", envSkip)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for its private mount and network namespaces")
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	tl, jp := findTools(t, root), renderJobs(t, root, "root")
+	// The tools must speak the image's etcd minor version (3.6 moved snapshot restore
+	// and status from etcdctl to etcdutl); a patch difference is only reported.
+	out, err := exec.Command(filepath.Join(tl.etcd, "etcdutl"), "version").Output()
+	require.NoError(t, err)
+	built := regexp.MustCompile(`etcdutl version: (\d+\.\d+)\.(\d+)`).FindStringSubmatch(string(out))
+	require.NotNil(t, built, "etcdutl version: %s", out)
+	image := strings.TrimPrefix(jp.etcdImg[strings.LastIndex(jp.etcdImg, ":")+1:], "v")
+	require.True(t, strings.HasPrefix(image, built[1]+"."), "tools/etcdtools builds etcd %s.%s, the program's image is %s: bump tools/etcdtools", built[1], built[2], jp.etcdImg)
+	t.Logf("etcd tools %s.%s for image %s", built[1], built[2], jp.etcdImg)
+	return root, tl, jp
+}
+
+var keysServed = regexp.MustCompile(`restore drill passed: (\d+) keys served`)
+
+// TestSnapshotAndRestoreDrill: keys written to the shard's etcd are snapshotted,
+// checked and uploaded by the snapshot job; the drill then finds the newest snapshot
+// (an older object is in the bucket too), downloads it, checks it, restores it, starts
+// a throwaway etcd on it and counts the keys it serves.
+func TestSnapshotAndRestoreDrill(t *testing.T) {
+	root, tl, jp := prerequisites(t)
+	const keys = 25
+	res := runScenario(t, root, tl, jp, "pass", keys)
+	require.Len(t, res.Runs, 2, "the snapshot pod and the drill pod ran")
+	snapshot, drill := res.Runs[0], res.Runs[1]
+	for _, run := range res.Runs {
+		if c, failed := run.failed(); failed {
+			t.Fatalf("pod %s: container %s exited %d:\n%s", run.Pod, c.Name, c.Exit, c.Output)
+		}
+	}
+	for _, name := range []string{"connect", "save", "check", "upload"} {
+		require.True(t, snapshot.container(name).Ran, "snapshot container %s ran", name)
+	}
+	uploaded := regexp.MustCompile(`gs://` + regexp.QuoteMeta(jp.bucket) + `/root/\d{8}T\d{6}Z\.db`).FindString(snapshot.container("upload").Output)
+	require.NotEmpty(t, uploaded, "upload names its object")
+	require.Contains(t, drill.container("fetch").Output, "restoring "+uploaded, "the drill takes the newest snapshot, not the older object")
+	for _, name := range []string{"status", "restore", "verify"} {
+		require.True(t, drill.container(name).Ran, "drill container %s ran", name)
+	}
+	m := keysServed.FindStringSubmatch(drill.container("verify").Output)
+	require.NotNil(t, m, "verify reports the keys served")
+	served, _ := strconv.Atoi(m[1])
+	require.Equal(t, keys, served, "the restored etcd serves exactly the keys written")
+	t.Logf("snapshot pod %.1fs, drill pod %.1fs", snapshot.Seconds, drill.Seconds)
+}
+
+// The failures the jobs must report loudly: a non-zero exit of the container that hit
+// the cause, with a message that names it, and nothing after it run.
+func TestSnapshotAndDrillFailLoudly(t *testing.T) {
+	root, tl, jp := prerequisites(t)
+	cases := []struct {
+		scenario  string
+		container string
+		message   *regexp.Regexp
+	}{
+		{"empty-bucket", "fetch", regexp.MustCompile(`no snapshot of root`)},
+		{"corrupt-snapshot", "status", regexp.MustCompile(`invalid database`)},
+		{"unreachable-etcd", "connect", regexp.MustCompile(`connection refused[\s\S]*Failed to get the status of endpoint http://etcd-root\.etcd\.svc\.cluster\.local:2379`)},
+	}
+	for _, c := range cases {
+		t.Run(c.scenario, func(t *testing.T) {
+			t.Parallel()
+			res := runScenario(t, root, tl, jp, c.scenario, 0)
+			require.Len(t, res.Runs, 1)
+			failed, ok := res.Runs[0].failed()
+			require.True(t, ok, "pod %s must fail", res.Runs[0].Pod)
+			require.Equal(t, c.container, failed.Name, "the step that hits the cause fails")
+			require.NotZero(t, failed.Exit)
+			require.Regexp(t, c.message, failed.Output)
+			last := res.Runs[0].Containers[len(res.Runs[0].Containers)-1]
+			require.Equal(t, failed.Name, last.Name, "nothing runs after the failure")
+		})
+	}
+}
