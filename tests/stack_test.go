@@ -204,8 +204,8 @@ func number(t *testing.T, tree any, path string) int {
 }
 
 // requireRefused asserts that a config is refused before any resource is declared, with
-// an error that names the key and the value.
-func requireRefused(t *testing.T, stack string, values map[string]any, opts mockstack.Options, wantKey, wantValue, wantRule string) {
+// an error that names the rule, the key and the value.
+func requireRefused(t *testing.T, stack string, values map[string]any, opts mockstack.Options, wantRule, wantKey, wantValue, wantWords string) {
 	t.Helper()
 	rec, err := runValues(t, stack, values, opts)
 	require.Error(t, err)
@@ -213,14 +213,14 @@ func requireRefused(t *testing.T, stack string, values map[string]any, opts mock
 	require.ErrorAs(t, err, &invalid, "want config.Errors, got %v", err)
 	var found bool
 	for _, fe := range invalid {
-		if fe.Key == wantKey {
+		if fe.Key == wantKey && fe.RuleID == wantRule {
 			found = true
 			require.Equal(t, wantValue, fe.Value, "value named by %s", wantKey)
-			require.Contains(t, fe.Rule, wantRule)
-			require.Contains(t, err.Error(), config.Project+":"+wantKey)
+			require.Contains(t, fe.Rule, wantWords)
+			require.Contains(t, err.Error(), fmt.Sprintf("%s:%s = %q: ", config.Project, wantKey, wantValue))
 		}
 	}
-	require.True(t, found, "no error names %s; got:\n%v", wantKey, err)
+	require.True(t, found, "no error of rule %s names %s; got:\n%v", wantRule, wantKey, err)
 	require.NotNil(t, rec)
 	require.Empty(t, rec.Resources, "a refused config must declare nothing")
 }
