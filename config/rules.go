@@ -89,7 +89,7 @@ var (
 	ruleRequestTimeout = newRule("request-timeout", "`kcp.requestTimeout`",
 		"must be a duration of at least 60s: streaming verbs are cut when it ends")
 	ruleNameCollision = newRule("name-collision", "`kcp.shards[].name`, `hub.namespace`",
-		"a generated name that another object of the same kind already has: Namespaces, Services and StatefulSets (each in its namespace), edge routes, the operator's Deployments and Services, and the names of Pulumi resources")
+		"a generated name that another object of the same kind already has: Namespaces, Services and StatefulSets (each in its namespace), edge routes, the operator's Deployments and Services")
 
 	// OIDC.
 	ruleIssuerURL = newRule("issuer-url", "`oidc.issuerURL`",

@@ -29,15 +29,20 @@ const oidcFixedRule = "is fixed by the hub, which hard-codes every user's RBAC i
 	"kcp must use usernameClaim email, groupsClaim groups and the railgrid: prefixes"
 
 var (
-	semverTag     = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
-	chartVersion  = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
-	gcloudTag     = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(stable|alpine|slim)$`)
-	dnsLabel      = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	hostLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	quantity      = regexp.MustCompile(`^[1-9][0-9]*(Mi|Gi|Ti)$`)
-	gcpProject    = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
-	gcpRegion     = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
-	cronField     = regexp.MustCompile(`^[0-9*/,\-]+$`)
+	semverTag    = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
+	chartVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+	gcloudTag    = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(stable|alpine|slim)$`)
+	dnsLabel     = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	hostLabel    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	quantity     = regexp.MustCompile(`^[1-9][0-9]*(Mi|Gi|Ti)$`)
+	gcpProject   = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
+	gcpRegion    = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
+	cronField    = regexp.MustCompile(`^[0-9*/,\-]+$`)
+)
+
+// Limits; constants, so that the rules table (rules.go) that quotes them initializes in
+// its own order.
+const (
 	maxShardName  = 30
 	minLBTimeout  = 60 * time.Second
 	minValidity   = time.Hour
@@ -207,7 +212,7 @@ func (c *Config) validateOIDC(errs *Errors) {
 
 func (c *Config) validateEtcd(errs *Errors) {
 	e := c.Etcd
-	if !slices.Contains([]int{1, 3, 5}, e.Members) {
+	if !validMembers(e.Members) {
 		errs.add(ruleEtcdMembers, "etcd.members", strconv.Itoa(e.Members))
 	}
 	if !quantity.MatchString(e.VolumeSize) {
@@ -308,7 +313,7 @@ func (c *Config) validateKind(errs *Errors) {
 	switch members := c.Etcd.Members; {
 	case k.NodeZones < 1:
 		errs.add(ruleKindNodeZones, "kind.nodeZones", strconv.Itoa(k.NodeZones))
-	case members > k.NodeZones:
+	case members > k.NodeZones && validMembers(members):
 		errs.addf(ruleKindSchedulable, "etcd.members", strconv.Itoa(members),
 			"must be at most kind.nodeZones (%d): each etcd member needs a node of its own, and 3 or 5 members spread over as many zones, so %d of %d members would stay Pending; kind/cluster.yaml creates one node (set kind.nodeZones only for a cluster with more nodes in distinct topology.kubernetes.io/zone zones)",
 			k.NodeZones, members-k.NodeZones, members)
@@ -389,6 +394,9 @@ func (c *Config) validateGKE(errs *Errors) {
 		errs.add(ruleGatewayCertificate, "gke.gateway", fmt.Sprintf("certificateSecret=%q certManagerClusterIssuer=%q", g.Gateway.CertificateSecret, g.Gateway.CertManagerClusterIssuer))
 	}
 }
+
+// validMembers reports whether n is an etcd member count the program runs.
+func validMembers(n int) bool { return slices.Contains([]int{1, 3, 5}, n) }
 
 // validShardName reports whether name may name a shard: a DNS label of at most
 // maxShardName characters other than the root shard's name.

@@ -141,6 +141,23 @@ func runValues(t *testing.T, stack string, values map[string]any, opts mockstack
 // key is a project config key.
 func key(name string) string { return config.Project + ":" + name }
 
+// declared returns the resources of a type, and fails when there are none: a loop over
+// them must not pass by checking nothing.
+func declared(t *testing.T, rec *mockstack.Recording, typ string) []mockstack.Resource {
+	t.Helper()
+	res := rec.ByType(typ)
+	require.NotEmpty(t, res, "stack %s declares no %s", rec.Stack, typ)
+	return res
+}
+
+// find returns the resource of a type and logical name, and fails when there is none.
+func find(t *testing.T, rec *mockstack.Recording, typ, name string) mockstack.Resource {
+	t.Helper()
+	res, ok := rec.Find(typ, name)
+	require.True(t, ok, "stack %s declares no %s %q", rec.Stack, typ, name)
+	return res
+}
+
 // object returns the declared Kubernetes object of a kind and metadata name.
 func object(t *testing.T, rec *mockstack.Recording, kind, name string) mockstack.Resource {
 	t.Helper()
