@@ -1,23 +1,27 @@
 package components
 
-import "fmt"
+import (
+	"fmt"
 
-// Every name this program derives, in one place. The operator's own naming rules
-// (kcp-operator internal/resources/resources.go) are mirrored here so that owned
-// Services, waits and checks select exactly what the operator creates.
+	"github.com/railgrid/railgrid-kcp/internal/naming"
+)
+
+// Every name this program derives, in one place. The names a config's values change
+// (shard names, the hub namespace) come from internal/naming, which the config also
+// uses to refuse a config whose names collide before anything is declared.
 
 const (
 	// Namespaces.
-	NamespaceEtcd     = "etcd"
-	NamespaceOperator = "kcp-operator"
-	NamespaceKcp      = "kcp-system"
+	NamespaceEtcd     = naming.NamespaceEtcd
+	NamespaceOperator = naming.NamespaceOperator
+	NamespaceKcp      = naming.NamespaceKcp
 
 	// The kcp-operator Helm release and the issuer it builds kcp's CAs from.
 	OperatorReleaseName = "kcp-operator"
 	SelfSignedIssuer    = "selfsigned"
 
 	// kcp objects named by the design document.
-	FrontProxyName      = "frontproxy"
+	FrontProxyName      = naming.FrontProxyName
 	KubeconfigName      = "kcp-kubeconfig-frontproxy"
 	KubeconfigSecretKey = "kubeconfig"
 	KubeconfigUsername  = "kcp-admin"
@@ -56,13 +60,13 @@ const (
 )
 
 // RootShardDeployment is the Deployment (and Service) the operator creates for a RootShard.
-func RootShardDeployment(name string) string { return name + "-kcp" }
+func RootShardDeployment(name string) string { return naming.RootShardDeployment(name) }
 
 // ShardDeployment is the Deployment (and Service) the operator creates for a Shard.
-func ShardDeployment(name string) string { return name + "-shard-kcp" }
+func ShardDeployment(name string) string { return naming.ShardDeployment(name) }
 
 // FrontProxyDeployment is the Deployment (and Service) the operator creates for a FrontProxy.
-func FrontProxyDeployment(name string) string { return name + "-front-proxy" }
+func FrontProxyDeployment(name string) string { return naming.FrontProxyDeployment(name) }
 
 // OperatorServiceHost is the in-cluster DNS name of an operator-created Service.
 func OperatorServiceHost(service string) string {
@@ -70,14 +74,14 @@ func OperatorServiceHost(service string) string {
 }
 
 // OwnedServiceName is the Service this program owns in front of a kcp component, with a
-// fixed ClusterIP and appProtocol HTTPS. It never collides with the operator's names.
-func OwnedServiceName(component string) string { return "kcp-" + component }
+// fixed ClusterIP and appProtocol HTTPS.
+func OwnedServiceName(component string) string { return naming.OwnedServiceName(component) }
 
 // EtcdName is the StatefulSet and client Service of a shard's etcd.
-func EtcdName(shard string) string { return "etcd-" + shard }
+func EtcdName(shard string) string { return naming.EtcdName(shard) }
 
 // EtcdHeadlessService gives each etcd member a stable DNS name.
-func EtcdHeadlessService(shard string) string { return EtcdName(shard) + "-headless" }
+func EtcdHeadlessService(shard string) string { return naming.EtcdHeadlessService(shard) }
 
 // EtcdMemberHost is the DNS name of one etcd member.
 func EtcdMemberHost(shard string, ordinal int) string {

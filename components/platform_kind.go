@@ -7,12 +7,13 @@ import (
 	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/naming"
 )
 
 // Namespaces of the add-ons the kind stack installs.
 const (
-	NamespaceCertManager  = "cert-manager"
-	NamespaceEnvoyGateway = "envoy-gateway-system"
+	NamespaceCertManager  = naming.NamespaceCertManager
+	NamespaceEnvoyGateway = naming.NamespaceEnvoyGateway
 )
 
 // KindPlatform is what the kind stack adds around kcp: the cluster connection and, unless

@@ -3,7 +3,11 @@
 // validated Config; they never read stack configuration themselves.
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/railgrid/railgrid-kcp/internal/naming"
+)
 
 // Project is the Pulumi project name; stack config keys live under "railgrid-kcp:".
 const Project = "railgrid-kcp"
@@ -30,6 +34,9 @@ type Config struct {
 	Hub          Hub          `json:"hub"`
 	Kind         *Kind        `json:"kind,omitempty"`
 	GKE          *GKE         `json:"gke,omitempty"`
+
+	// given holds the key paths the stack config sets (the rest are defaults).
+	given map[string]bool
 }
 
 // Versions pins every image and chart the stack installs.
@@ -139,6 +146,11 @@ type Kind struct {
 	EnvoyGatewayPresent bool `json:"envoyGatewayPresent"`
 	// GatewayNodePort is the NodePort of the Envoy Gateway listener (kind maps it to the host).
 	GatewayNodePort int `json:"gatewayNodePort"`
+	// NodeZones is how many nodes the kind cluster has in distinct zones (distinct
+	// topology.kubernetes.io/zone labels). Each etcd member needs a node of its own and
+	// 3 or 5 members spread over that many zones, so etcd.members may not exceed it.
+	// kind/cluster.yaml creates one node.
+	NodeZones int `json:"nodeZones"`
 }
 
 // GKE holds the settings of the gke stack: the existing cluster and what the
@@ -214,4 +226,4 @@ func (k Kcp) AllShards() []NamedShard {
 }
 
 // RootShardName is the name of the RootShard object (the design document's "root").
-const RootShardName = "root"
+const RootShardName = naming.RootShardName

@@ -1,5 +1,7 @@
 package config
 
+import "reflect"
+
 // Defaults the program applies to a key the stack leaves out. Pulumi.yaml documents the
 // same values; a test keeps the two in step.
 const (
@@ -19,6 +21,8 @@ const (
 	DefaultKindServiceCIDR     = "10.96.0.0/16"
 	DefaultKindStorageClass    = "standard"
 	DefaultKindGatewayNodePort = 30443
+	// DefaultKindNodeZones: kind/cluster.yaml creates one node.
+	DefaultKindNodeZones = 1
 
 	DefaultGKEServiceCIDR     = "34.118.224.0/20"
 	DefaultGKEStorageClass    = "etcd-pd-ssd"
@@ -30,84 +34,75 @@ const (
 	DefaultKcpMachineType     = "e2-standard-4"
 	DefaultEtcdMachineType    = "n2-standard-2"
 	DefaultNodeDiskSizeGb     = 100
+	DefaultKcpPoolMinPerZone  = 1
 	DefaultKcpPoolMaxPerZone  = 3
 	DefaultEtcdPoolMaxPerZone = 2
 )
 
-// applyDefaults fills every key the stack left out. Platform-specific defaults apply
-// only to the platform the stack names.
-func (c *Config) applyDefaults() {
-	v := &c.Versions
-	setString(&v.Kcp, DefaultKcpVersion)
-	setString(&v.OperatorChart, DefaultOperatorChartVersion)
-	setString(&v.OperatorImage, DefaultOperatorImageTag)
-	setString(&v.Etcd, DefaultEtcdVersion)
-	setString(&v.CertManager, DefaultCertManagerVersion)
-	setString(&v.EnvoyGateway, DefaultEnvoyGatewayVersion)
-
-	if c.Operator.ChartPath == "" {
-		setString(&c.Operator.ChartRepository, OperatorChartRepository)
+// withDefaults is the config of a stack that sets nothing but its platform: every key
+// the stack leaves out keeps the value here. The config is decoded over it, so a value
+// the stack gives (zero and empty included) is kept and validated, never replaced.
+func withDefaults(platform Platform) *Config {
+	c := &Config{
+		Platform: platform,
+		Versions: Versions{
+			Kcp:           DefaultKcpVersion,
+			OperatorChart: DefaultOperatorChartVersion,
+			OperatorImage: DefaultOperatorImageTag,
+			Etcd:          DefaultEtcdVersion,
+			CertManager:   DefaultCertManagerVersion,
+			EnvoyGateway:  DefaultEnvoyGatewayVersion,
+		},
+		Operator: Operator{ChartRepository: OperatorChartRepository},
+		Kcp: Kcp{
+			FrontProxy:     Endpoint{Replicas: DefaultReplicas},
+			RootShard:      Endpoint{Replicas: DefaultReplicas},
+			RequestTimeout: DefaultRequestTimeout,
+		},
+		Etcd:         Etcd{Members: DefaultEtcdMembers, VolumeSize: DefaultEtcdVolumeSize},
+		LoadBalancer: LoadBalancer{Timeout: DefaultLoadBalancerTimout},
+		Hub: Hub{
+			Namespace:          DefaultHubNamespace,
+			SecretName:         DefaultHubSecretName,
+			SecretKey:          HubSecretKey,
+			KubeconfigValidity: DefaultKubeconfigValidity,
+		},
 	}
-
-	setInt(&c.Kcp.FrontProxy.Replicas, DefaultReplicas)
-	setInt(&c.Kcp.RootShard.Replicas, DefaultReplicas)
-	for i := range c.Kcp.Shards {
-		setInt(&c.Kcp.Shards[i].Replicas, DefaultReplicas)
-	}
-	setString(&c.Kcp.RequestTimeout, DefaultRequestTimeout)
-
-	if c.OIDC.CASecret != nil {
-		setString(&c.OIDC.CASecret.Key, DefaultOIDCCAKey)
-	}
-
-	setInt(&c.Etcd.Members, DefaultEtcdMembers)
-	setString(&c.Etcd.VolumeSize, DefaultEtcdVolumeSize)
-	setString(&c.LoadBalancer.Timeout, DefaultLoadBalancerTimout)
-
-	setString(&c.Hub.Namespace, DefaultHubNamespace)
-	setString(&c.Hub.SecretName, DefaultHubSecretName)
-	setString(&c.Hub.SecretKey, HubSecretKey)
-	setString(&c.Hub.KubeconfigValidity, DefaultKubeconfigValidity)
-
-	switch c.Platform {
+	switch platform {
 	case PlatformKind:
-		if c.Kind == nil {
-			c.Kind = &Kind{}
-		}
-		setString(&c.Kind.Context, DefaultKindContext)
-		setInt(&c.Kind.GatewayNodePort, DefaultKindGatewayNodePort)
-		setString(&c.Network.ServiceCIDR, DefaultKindServiceCIDR)
-		setString(&c.Etcd.StorageClass, DefaultKindStorageClass)
+		c.Kind = &Kind{Context: DefaultKindContext, GatewayNodePort: DefaultKindGatewayNodePort, NodeZones: DefaultKindNodeZones}
+		c.Network.ServiceCIDR = DefaultKindServiceCIDR
+		c.Etcd.StorageClass = DefaultKindStorageClass
 	case PlatformGKE:
-		if c.GKE == nil {
-			c.GKE = &GKE{}
+		c.GKE = &GKE{
+			NodePools: GKENodePools{
+				Kcp:  NodePool{MachineType: DefaultKcpMachineType, MinPerZone: DefaultKcpPoolMinPerZone, MaxPerZone: DefaultKcpPoolMaxPerZone, DiskSizeGb: DefaultNodeDiskSizeGb},
+				Etcd: NodePool{MachineType: DefaultEtcdMachineType, MaxPerZone: DefaultEtcdPoolMaxPerZone, DiskSizeGb: DefaultNodeDiskSizeGb},
+			},
+			Snapshots: GKESnapshots{
+				Schedule:      DefaultSnapshotSchedule,
+				DrillSchedule: DefaultDrillSchedule,
+				RetentionDays: DefaultSnapshotRetention,
+				GcloudImage:   DefaultGcloudImageTag,
+			},
+			DNS:     GKEResponsePolicy{TTL: DefaultResponsePolicyTTL},
+			Gateway: GKEGateway{ClassName: DefaultGatewayClass},
 		}
-		g := c.GKE
-		setString(&c.Network.ServiceCIDR, DefaultGKEServiceCIDR)
-		setString(&c.Etcd.StorageClass, DefaultGKEStorageClass)
-		setString(&g.NodePools.Kcp.MachineType, DefaultKcpMachineType)
-		setInt(&g.NodePools.Kcp.MaxPerZone, DefaultKcpPoolMaxPerZone)
-		setInt(&g.NodePools.Kcp.DiskSizeGb, DefaultNodeDiskSizeGb)
-		setString(&g.NodePools.Etcd.MachineType, DefaultEtcdMachineType)
-		setInt(&g.NodePools.Etcd.MaxPerZone, DefaultEtcdPoolMaxPerZone)
-		setInt(&g.NodePools.Etcd.DiskSizeGb, DefaultNodeDiskSizeGb)
-		setString(&g.Snapshots.Schedule, DefaultSnapshotSchedule)
-		setString(&g.Snapshots.DrillSchedule, DefaultDrillSchedule)
-		setInt(&g.Snapshots.RetentionDays, DefaultSnapshotRetention)
-		setString(&g.Snapshots.GcloudImage, DefaultGcloudImageTag)
-		setInt(&g.DNS.TTL, DefaultResponsePolicyTTL)
-		setString(&g.Gateway.ClassName, DefaultGatewayClass)
+		c.Network.ServiceCIDR = DefaultGKEServiceCIDR
+		c.Etcd.StorageClass = DefaultGKEStorageClass
 	}
+	return c
 }
 
-func setString(field *string, def string) {
-	if *field == "" {
-		*field = def
+// newWithDefaults is a new element of type t (a list item, or the target of a pointer)
+// with the defaults of the keys it leaves out.
+func newWithDefaults(t reflect.Type) reflect.Value {
+	v := reflect.New(t).Elem()
+	switch p := v.Addr().Interface().(type) {
+	case *NamedShard:
+		p.Replicas = DefaultReplicas
+	case *SecretKeyRef:
+		p.Key = DefaultOIDCCAKey
 	}
-}
-
-func setInt(field *int, def int) {
-	if *field == 0 {
-		*field = def
-	}
+	return v
 }

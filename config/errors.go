@@ -5,12 +5,14 @@ import (
 	"strings"
 )
 
-// FieldError is one refused config value: the key (as written in the stack file, with
-// the project prefix), the value and the rule it breaks.
+// FieldError is one refused config value: the key path (as written in the stack file,
+// shown with the project prefix), the value, and the rule it breaks (Rule says it for
+// this value; RuleID names the entry of Rules).
 type FieldError struct {
-	Key   string
-	Value string
-	Rule  string
+	Key    string
+	Value  string
+	Rule   string
+	RuleID string
 }
 
 func (e FieldError) Error() string {
@@ -29,8 +31,14 @@ func (e Errors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-func (e *Errors) add(key, value, rule string) {
-	*e = append(*e, FieldError{Key: key, Value: value, Rule: rule})
+// add refuses value at key for rule, in the rule's own words.
+func (e *Errors) add(rule *Rule, key, value string) {
+	*e = append(*e, FieldError{Key: key, Value: value, Rule: rule.Refuses, RuleID: rule.ID})
+}
+
+// addf refuses value at key for rule, in words specific to this value.
+func (e *Errors) addf(rule *Rule, key, value, format string, args ...any) {
+	*e = append(*e, FieldError{Key: key, Value: value, Rule: fmt.Sprintf(format, args...), RuleID: rule.ID})
 }
 
 func (e Errors) orNil() error {

@@ -1,11 +1,11 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -19,89 +19,134 @@ var topLevelKeys = []string{
 	"loadBalancer", "hub", "kind", "gke",
 }
 
-// Load reads the stack configuration of a running Pulumi program, applies defaults and
-// validates it. Nothing is declared when it returns an error.
+// Load reads the stack configuration of the running program, applies the defaults of
+// the keys it leaves out and validates it. Nothing is declared when it returns an error.
+//
+// The Go SDK looks config up only by key (ctx.GetConfig), so it cannot tell which keys
+// a stack sets. The Go language host, which `pulumi up` and `pulumi preview` use to run
+// main.go, hands the program the whole stack config as JSON in PULUMI_CONFIG (pulumi
+// sdk go/pulumi/run.go, getEnvInfo); the key set is read there, so that a key this
+// program does not know is refused, exactly as cmd/plan refuses it.
+//
+// An inline Automation API program gets no PULUMI_CONFIG. Then only the known keys can
+// be looked up, and Load says so in a warning: an unknown key would go unseen.
 func Load(ctx *pulumi.Context) (*Config, error) {
-	return Parse(func(key string) (string, bool) {
-		return ctx.GetConfig(Project + ":" + key)
-	})
+	raw, ok := os.LookupEnv(pulumi.EnvConfig)
+	if !ok {
+		_ = ctx.Log.Warn("railgrid-kcp: the stack config did not arrive in "+pulumi.EnvConfig+
+			" (an inline program?), so keys the program does not know cannot be refused; run it with `pulumi preview`/`pulumi up`", nil)
+		values := map[string]string{}
+		for _, key := range topLevelKeys {
+			if v, ok := ctx.GetConfig(Project + ":" + key); ok {
+				values[Project+":"+key] = v
+			}
+		}
+		return FromValues(values)
+	}
+	var values map[string]string
+	if err := json.Unmarshal([]byte(raw), &values); err != nil {
+		return nil, fmt.Errorf("%s is not the JSON object of config keys the Go language host writes: %w", pulumi.EnvConfig, err)
+	}
+	return LoadFrom(ctx, values)
 }
 
-// Parse builds a Config from raw stack config values (a string, or JSON for objects),
-// looked up by key without the project prefix. Unknown fields inside an object are
-// refused so that a typo is not silently ignored. All problems are reported together.
-func Parse(get func(key string) (string, bool)) (*Config, error) {
-	c := &Config{}
-	var errs Errors
+// LoadFrom is Load with the stack's whole config given: "<namespace>:<key>" to the value
+// the engine passes (a string, objects and lists as JSON). The program's context must
+// hold the same values for this project's keys.
+func LoadFrom(ctx *pulumi.Context, values map[string]string) (*Config, error) {
 	for _, key := range topLevelKeys {
-		raw, ok := get(key)
+		full := Project + ":" + key
+		inContext, inCtx := ctx.GetConfig(full)
+		given, inValues := values[full]
+		if inCtx != inValues || inContext != given {
+			return nil, fmt.Errorf("config key %s differs between the program's context and the key set it was loaded from", full)
+		}
+	}
+	return FromValues(values)
+}
+
+// FromValues builds the Config from a stack's whole config, "<namespace>:<key>" to the
+// value the engine passes (a string; objects and lists as JSON). Keys of other
+// namespaces (gcp:, kubernetes:) are not this program's. Every problem is reported at
+// once, each naming its key path, the value and the rule (see Rules).
+func FromValues(values map[string]string) (*Config, error) {
+	var errs Errors
+	top := map[string]string{}
+	for _, full := range sortedKeys(values) {
+		namespace, name, ok := strings.Cut(full, ":")
+		switch {
+		case !ok:
+			continue
+		case namespace != Project && strings.EqualFold(namespace, Project):
+			errs.addf(ruleUnknownKey, full, values[full], "is not a railgrid-kcp config key: the namespace is %s (keys are matched exactly, capitals included)", Project)
+		case namespace != Project:
+			continue
+		case !slices.Contains(topLevelKeys, name):
+			errs.addf(ruleUnknownKey, name, values[full], "%s", unknownKeyRule(name, "", topLevelKeys))
+		default:
+			top[name] = values[full]
+		}
+	}
+
+	platform, platformGiven := top["platform"]
+	c := withDefaults(Platform(platform))
+	d := newDecoder()
+	if platformGiven {
+		d.given["platform"] = true
+	}
+	for _, key := range topLevelKeys[1:] {
+		raw, ok := top[key]
 		if !ok {
 			continue
 		}
-		if key == "platform" {
-			c.Platform = Platform(strings.TrimSpace(raw))
+		v, err := parseJSON(raw)
+		if err != nil {
+			d.errs.addf(ruleType, key, raw, "must be a mapping (%s)", err)
+			d.failed[key] = true
 			continue
 		}
-		if err := decodeStrict(raw, fieldFor(c, key)); err != nil {
-			errs.add(key, raw, "must be an object with known fields: "+err.Error())
+		// A section of the other platform that sets nothing is as good as absent.
+		other := key == "kind" && c.Platform != PlatformKind || key == "gke" && c.Platform != PlatformGKE
+		if other && v.kind == jsonObject && len(v.keys) == 0 && len(v.twice) == 0 {
+			continue
+		}
+		d.decode(key, v, fieldFor(c, key))
+	}
+	c.given = d.given
+	errs = append(errs, d.errs...)
+	for _, fe := range c.validate() {
+		if !d.failed[fe.Key] {
+			errs = append(errs, fe)
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	// Pulumi.yaml gives both platform sections an empty default (a declared key without
-	// one is required on every stack); an empty section of the other platform is absent.
-	if c.Kind != nil && c.Platform != PlatformKind && reflect.ValueOf(*c.Kind).IsZero() {
-		c.Kind = nil
-	}
-	if c.GKE != nil && c.Platform != PlatformGKE && reflect.ValueOf(*c.GKE).IsZero() {
-		c.GKE = nil
-	}
-	c.applyDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
 
-func fieldFor(c *Config, key string) any {
-	switch key {
-	case "versions":
-		return &c.Versions
-	case "operator":
-		return &c.Operator
-	case "kcp":
-		return &c.Kcp
-	case "oidc":
-		return &c.OIDC
-	case "etcd":
-		return &c.Etcd
-	case "network":
-		return &c.Network
-	case "loadBalancer":
-		return &c.LoadBalancer
-	case "hub":
-		return &c.Hub
-	case "kind":
-		c.Kind = &Kind{}
-		return c.Kind
-	case "gke":
-		c.GKE = &GKE{}
-		return c.GKE
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	panic("config: no field for key " + key)
+	sort.Strings(keys)
+	return keys
 }
 
-func decodeStrict(raw string, into any) error {
-	dec := json.NewDecoder(bytes.NewReader([]byte(raw)))
-	dec.DisallowUnknownFields()
-	return dec.Decode(into)
+// fieldFor is the field of top-level key in c.
+func fieldFor(c *Config, key string) reflect.Value {
+	index, ok := jsonFields(reflect.TypeOf(*c))[key]
+	if !ok {
+		panic("config: no field for key " + key)
+	}
+	return reflect.ValueOf(c).Elem().FieldByIndex(index)
 }
 
 // ReadStackFile reads a Pulumi.<stack>.yaml file and returns its config the way the
 // Pulumi engine hands it to a program: "<namespace>:<key>" to a string, with object
-// and array values as JSON. Keys of this project that the program does not know are
-// refused. Secure (encrypted) values are kept as their ciphertext.
+// and array values as JSON. Secure (encrypted) values are kept as their ciphertext.
+// Nothing is checked here: FromValues checks the keys and values, as under `pulumi up`.
 func ReadStackFile(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -114,12 +159,7 @@ func ReadStackFile(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	out := map[string]string{}
-	var errs Errors
 	for key, value := range file.Config {
-		if name, ok := strings.CutPrefix(key, Project+":"); ok && !isTopLevelKey(name) {
-			errs.add(name, fmt.Sprint(value), "is not a railgrid-kcp config key; known keys: "+strings.Join(topLevelKeys, ", "))
-			continue
-		}
 		if s, ok := value.(string); ok {
 			out[key] = s
 			continue
@@ -130,9 +170,6 @@ func ReadStackFile(path string) (map[string]string, error) {
 		}
 		out[key] = string(encoded)
 	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
 	return out, nil
 }
 
@@ -142,19 +179,7 @@ func ParseStackFile(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse(func(key string) (string, bool) {
-		v, ok := values[Project+":"+key]
-		return v, ok
-	})
-}
-
-func isTopLevelKey(name string) bool {
-	for _, k := range topLevelKeys {
-		if k == name {
-			return true
-		}
-	}
-	return false
+	return FromValues(values)
 }
 
 // normalizeYAML turns yaml.v3's map[string]any trees into JSON-encodable values with

@@ -29,15 +29,20 @@ const oidcFixedRule = "is fixed by the hub, which hard-codes every user's RBAC i
 	"kcp must use usernameClaim email, groupsClaim groups and the railgrid: prefixes"
 
 var (
-	semverTag     = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
-	chartVersion  = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
-	gcloudTag     = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(stable|alpine|slim)$`)
-	dnsLabel      = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	hostLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	quantity      = regexp.MustCompile(`^[1-9][0-9]*(Mi|Gi|Ti)$`)
-	gcpProject    = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
-	gcpRegion     = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
-	cronField     = regexp.MustCompile(`^[0-9*/,\-]+$`)
+	semverTag    = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
+	chartVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
+	gcloudTag    = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(stable|alpine|slim)$`)
+	dnsLabel     = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	hostLabel    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	quantity     = regexp.MustCompile(`^[1-9][0-9]*(Mi|Gi|Ti)$`)
+	gcpProject   = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
+	gcpRegion    = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
+	cronField    = regexp.MustCompile(`^[0-9*/,\-]+$`)
+)
+
+// Limits; constants, so that the rules table (rules.go) that quotes them initializes in
+// its own order.
+const (
 	maxShardName  = 30
 	minLBTimeout  = 60 * time.Second
 	minValidity   = time.Hour
@@ -46,7 +51,9 @@ var (
 )
 
 // Validate checks every rule at once and returns all violations as Errors.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate().orNil() }
+
+func (c *Config) validate() Errors {
 	var errs Errors
 	c.validatePlatform(&errs)
 	c.validateVersions(&errs)
@@ -63,21 +70,22 @@ func (c *Config) Validate() error {
 	case PlatformGKE:
 		c.validateGKE(&errs)
 	}
-	return errs.orNil()
+	c.validateGeneratedNames(&errs)
+	return errs
 }
 
 func (c *Config) validatePlatform(errs *Errors) {
 	switch c.Platform {
 	case PlatformKind:
 		if c.GKE != nil {
-			errs.add("gke", "(set)", "belongs to the gke platform; this stack's platform is kind")
+			errs.addf(ruleOtherPlatformSection, "gke", "(set)", "belongs to the gke platform; this stack's platform is kind")
 		}
 	case PlatformGKE:
 		if c.Kind != nil {
-			errs.add("kind", "(set)", "belongs to the kind platform; this stack's platform is gke")
+			errs.addf(ruleOtherPlatformSection, "kind", "(set)", "belongs to the kind platform; this stack's platform is gke")
 		}
 	default:
-		errs.add("platform", string(c.Platform), "must be kind or gke")
+		errs.addf(rulePlatform, "platform", string(c.Platform), "must be kind or gke")
 	}
 }
 
@@ -85,7 +93,7 @@ func (c *Config) validateVersions(errs *Errors) {
 	v := c.Versions
 	pinned := func(key, value string, pattern *regexp.Regexp, example string) {
 		if !pattern.MatchString(value) {
-			errs.add(key, value, "must be a pinned release such as "+example+" (not empty, not latest, not a floating tag)")
+			errs.addf(rulePinnedVersion, key, value, "must be a pinned release such as %s (not empty, not latest, not a floating tag)", example)
 		}
 	}
 	pinned("versions.kcp", v.Kcp, semverTag, DefaultKcpVersion+"; every kcp image (root shard, its proxy, shards, front proxy) uses it")
@@ -95,7 +103,7 @@ func (c *Config) validateVersions(errs *Errors) {
 	pinned("versions.certManager", v.CertManager, semverTag, DefaultCertManagerVersion)
 	pinned("versions.envoyGateway", v.EnvoyGateway, semverTag, DefaultEnvoyGatewayVersion)
 	if want, known := KnownOperatorPairs[v.OperatorChart]; chartVersion.MatchString(v.OperatorChart) && semverTag.MatchString(v.OperatorImage) && (!known || want != v.OperatorImage) {
-		errs.add("versions.operatorImage", v.OperatorImage, fmt.Sprintf(
+		errs.addf(ruleOperatorPair, "versions.operatorImage", v.OperatorImage, "%s", fmt.Sprintf(
 			"is not a known pair with kcp-operator chart %s (known pairs: %s); the chart's CRDs must match the operator, so they move together",
 			v.OperatorChart, knownPairs()))
 	}
@@ -111,12 +119,19 @@ func knownPairs() string {
 }
 
 func (c *Config) validateOperator(errs *Errors) {
-	if c.Operator.ChartPath != "" {
+	o := c.Operator
+	if c.given["operator.chartPath"] {
+		if c.given["operator.chartRepository"] {
+			errs.addf(ruleChartSource, "operator.chartPath", o.ChartPath, "and operator.chartRepository are both set; set one (chartPath installs from a local directory and would ignore the repository)")
+		}
+		if strings.TrimSpace(o.ChartPath) == "" {
+			errs.addf(ruleChartSource, "operator.chartPath", o.ChartPath, "must be a local chart directory; leave it out to install from operator.chartRepository")
+		}
 		return
 	}
-	u, err := url.Parse(c.Operator.ChartRepository)
+	u, err := url.Parse(o.ChartRepository)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		errs.add("operator.chartRepository", c.Operator.ChartRepository, "must be an https:// Helm repository URL")
+		errs.add(ruleChartRepository, "operator.chartRepository", o.ChartRepository)
 	}
 }
 
@@ -125,17 +140,20 @@ func (c *Config) validateKcp(errs *Errors) {
 	hostKeys := map[string]string{}
 	checkEndpoint := func(key string, e Endpoint) {
 		if e.ShardBaseURL != nil {
-			errs.add(key+".shardBaseURL", *e.ShardBaseURL, shardBaseURLRule)
+			errs.add(ruleShardBaseURL, key+".shardBaseURL", *e.ShardBaseURL)
 		}
-		if !isDNSName(e.Hostname) {
-			errs.add(key+".hostname", e.Hostname, "must be a valid DNS name with at least two labels (lower case letters, digits, hyphens)")
-		} else if other, dup := hostKeys[e.Hostname]; dup {
-			errs.add(key+".hostname", e.Hostname, "must be distinct; "+other+".hostname has the same name")
-		} else {
+		switch other, dup := hostKeys[e.Hostname]; {
+		case isIPAddress(e.Hostname):
+			errs.add(ruleHostnameIP, key+".hostname", e.Hostname)
+		case !isDNSName(e.Hostname):
+			errs.addf(ruleHostname, key+".hostname", e.Hostname, "must be a valid DNS name with at least two labels (lower case letters, digits, hyphens)")
+		case dup:
+			errs.addf(ruleHostnameDistinct, key+".hostname", e.Hostname, "must be distinct; %s.hostname has the same name", other)
+		default:
 			hostKeys[e.Hostname] = key
 		}
 		if e.Replicas < 1 {
-			errs.add(key+".replicas", strconv.Itoa(e.Replicas), "must be at least 1")
+			errs.add(ruleReplicas, key+".replicas", strconv.Itoa(e.Replicas))
 		}
 	}
 	checkEndpoint("kcp.frontProxy", k.FrontProxy)
@@ -144,28 +162,28 @@ func (c *Config) validateKcp(errs *Errors) {
 	for i, s := range k.Shards {
 		key := fmt.Sprintf("kcp.shards[%d]", i)
 		switch {
-		case !dnsLabel.MatchString(s.Name) || len(s.Name) > maxShardName:
-			errs.add(key+".name", s.Name, fmt.Sprintf("must be a DNS label of at most %d characters (it names the shard, its etcd and its Services)", maxShardName))
+		case !validShardName(s.Name) && s.Name != RootShardName:
+			errs.add(ruleShardName, key+".name", s.Name)
 		case s.Name == RootShardName:
-			errs.add(key+".name", s.Name, "is reserved for the root shard (kcp.rootShard)")
+			errs.addf(ruleShardNameRoot, key+".name", s.Name, "is reserved for the root shard (kcp.rootShard)")
 		case names[s.Name]:
-			errs.add(key+".name", s.Name, "must be distinct; another shard has the same name")
+			errs.addf(ruleShardNameDistinct, key+".name", s.Name, "must be distinct; another shard has the same name")
 		}
 		names[s.Name] = true
 		checkEndpoint(key, s.Endpoint)
 	}
 	if d, err := time.ParseDuration(k.RequestTimeout); err != nil || d < minLBTimeout {
-		errs.add("kcp.requestTimeout", k.RequestTimeout, "must be a duration of at least 60s: streaming verbs are cut when it ends")
+		errs.add(ruleRequestTimeout, "kcp.requestTimeout", k.RequestTimeout)
 	}
 }
 
 func (c *Config) validateOIDC(errs *Errors) {
 	o := c.OIDC
 	if u, err := url.Parse(o.IssuerURL); err != nil || u.Scheme != "https" || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		errs.add("oidc.issuerURL", o.IssuerURL, "must be the hub's https:// issuer URL (idp.issuerURL), without query or fragment")
+		errs.add(ruleIssuerURL, "oidc.issuerURL", o.IssuerURL)
 	}
 	if strings.TrimSpace(o.ClientID) == "" {
-		errs.add("oidc.clientID", o.ClientID, "must be set to the hub's client ID (idp.clientID)")
+		errs.add(ruleClientID, "oidc.clientID", o.ClientID)
 	}
 	fixed := []struct {
 		key   string
@@ -179,36 +197,36 @@ func (c *Config) validateOIDC(errs *Errors) {
 	}
 	for _, f := range fixed {
 		if f.value != nil && *f.value != f.want {
-			errs.add(f.key, *f.value, oidcFixedRule)
+			errs.add(ruleOIDCFixed, f.key, *f.value)
 		}
 	}
 	if o.CASecret != nil {
 		if !isDNSName(o.CASecret.Name) && !dnsLabel.MatchString(o.CASecret.Name) {
-			errs.add("oidc.caSecret.name", o.CASecret.Name, "must name a Secret in kcp-system")
+			errs.add(ruleCASecretName, "oidc.caSecret.name", o.CASecret.Name)
 		}
 		if strings.TrimSpace(o.CASecret.Key) == "" || strings.Contains(o.CASecret.Key, "/") {
-			errs.add("oidc.caSecret.key", o.CASecret.Key, "must be a Secret key (a file name)")
+			errs.add(ruleCASecretKey, "oidc.caSecret.key", o.CASecret.Key)
 		}
 	}
 }
 
 func (c *Config) validateEtcd(errs *Errors) {
 	e := c.Etcd
-	if !slices.Contains([]int{1, 3, 5}, e.Members) {
-		errs.add("etcd.members", strconv.Itoa(e.Members), "must be 1, 3 or 5: etcd needs an odd member count for quorum (1 for a small cluster, 3 per shard in production)")
+	if !validMembers(e.Members) {
+		errs.add(ruleEtcdMembers, "etcd.members", strconv.Itoa(e.Members))
 	}
 	if !quantity.MatchString(e.VolumeSize) {
-		errs.add("etcd.volumeSize", e.VolumeSize, "must be a size such as 20Gi (Mi, Gi or Ti)")
+		errs.add(ruleEtcdVolumeSize, "etcd.volumeSize", e.VolumeSize)
 	}
 	if !dnsLabel.MatchString(e.StorageClass) && !isDNSName(e.StorageClass) {
-		errs.add("etcd.storageClass", e.StorageClass, "must name a StorageClass")
+		errs.add(ruleStorageClass, "etcd.storageClass", e.StorageClass)
 	}
 }
 
 func (c *Config) validateNetwork(errs *Errors) {
 	prefix, err := netip.ParsePrefix(c.Network.ServiceCIDR)
 	if err != nil || !prefix.Addr().Is4() || prefix.Masked() != prefix || prefix.Bits() > 28 {
-		errs.add("network.serviceCIDR", c.Network.ServiceCIDR, "must be the cluster's IPv4 Service range in CIDR form, such as 10.96.0.0/16")
+		errs.add(ruleServiceCIDR, "network.serviceCIDR", c.Network.ServiceCIDR)
 		return
 	}
 	*errs = append(*errs, c.ServiceIPErrors(prefix, "network.serviceCIDR")...)
@@ -228,21 +246,21 @@ func (c *Config) ServiceIPErrors(serviceRange netip.Prefix, rangeSource string) 
 		ip, err := netip.ParseAddr(value)
 		switch {
 		case err != nil || !ip.Is4():
-			errs.add(key, value, "must be an IPv4 address")
+			errs.add(ruleClusterIPAddress, key, value)
 			return
 		case !serviceRange.Contains(ip):
-			errs.add(key, value, fmt.Sprintf("must be inside the Service range %s (%s)", serviceRange, rangeSource))
+			errs.addf(ruleClusterIPRange, key, value, "must be inside the Service range %s (%s)", serviceRange, rangeSource)
 			return
 		}
 		offset := ipToUint(ip) - first
 		switch {
 		case offset < reservedCount:
-			errs.add(key, value, fmt.Sprintf("is one of the first %d addresses of %s, which the cluster reserves (network address, kubernetes API, cluster DNS)", reservedCount, serviceRange))
+			errs.addf(ruleClusterIPReserved, key, value, "is one of the first %d addresses of %s, which the cluster reserves (network address, kubernetes API, cluster DNS)", reservedCount, serviceRange)
 		case offset >= band:
-			errs.add(key, value, fmt.Sprintf("must be in the static band of %s (its first %d addresses), which the dynamic allocator leaves to fixed addresses", serviceRange, band))
+			errs.addf(ruleClusterIPBand, key, value, "must be in the static band of %s (its first %d addresses), which the dynamic allocator leaves to fixed addresses", serviceRange, band)
 		}
 		if other, dup := seen[ip]; dup {
-			errs.add(key, value, "must be distinct; "+other+" has the same address")
+			errs.addf(ruleClusterIPDistinct, key, value, "must be distinct; %s has the same address", other)
 		}
 		seen[ip] = key
 	}
@@ -261,78 +279,86 @@ func ipToUint(a netip.Addr) uint64 {
 
 func (c *Config) validateLoadBalancer(errs *Errors) {
 	if d, err := time.ParseDuration(c.LoadBalancer.Timeout); err != nil || d < minLBTimeout {
-		errs.add("loadBalancer.timeout", c.LoadBalancer.Timeout, "must be a duration of at least 60s: watches and edge tunnels are long-lived and a short timeout closes them (default 1h)")
+		errs.add(ruleLBTimeout, "loadBalancer.timeout", c.LoadBalancer.Timeout)
 	}
 }
 
 func (c *Config) validateHub(errs *Errors) {
 	h := c.Hub
-	if !dnsLabel.MatchString(h.Namespace) {
-		errs.add("hub.namespace", h.Namespace, "must be a namespace name")
+	if !dnsLabel.MatchString(h.Namespace) || len(h.Namespace) > 63 || h.Namespace == "default" || strings.HasPrefix(h.Namespace, "kube-") {
+		errs.add(ruleHubNamespace, "hub.namespace", h.Namespace)
 	}
 	if !dnsLabel.MatchString(h.SecretName) && !isDNSName(h.SecretName) {
-		errs.add("hub.secretName", h.SecretName, "must be a Secret name (the hub's kcp.external.existingSecret)")
+		errs.add(ruleHubSecretName, "hub.secretName", h.SecretName)
 	}
 	if h.SecretKey != HubSecretKey {
-		errs.add("hub.secretKey", h.SecretKey, "must be "+HubSecretKey+": the hub chart mounts that key as /kcp-kubeconfig/"+HubSecretKey)
+		errs.add(ruleHubSecretKey, "hub.secretKey", h.SecretKey)
 	}
 	if d, err := time.ParseDuration(h.KubeconfigValidity); err != nil || d < minValidity {
-		errs.add("hub.kubeconfigValidity", h.KubeconfigValidity, "must be a duration of at least 1h, such as 8766h")
+		errs.add(ruleHubValidity, "hub.kubeconfigValidity", h.KubeconfigValidity)
 	}
 	if h.RemintGeneration < 0 {
-		errs.add("hub.remintGeneration", strconv.Itoa(h.RemintGeneration), "must be 0 or more; raise it to mint a new credential")
+		errs.add(ruleRemintGeneration, "hub.remintGeneration", strconv.Itoa(h.RemintGeneration))
 	}
 }
 
 func (c *Config) validateKind(errs *Errors) {
 	k := c.Kind
 	if strings.TrimSpace(k.Context) == "" {
-		errs.add("kind.context", k.Context, "must name the kind cluster's kubeconfig context")
+		errs.add(ruleKindContext, "kind.context", k.Context)
 	}
 	if k.GatewayNodePort < 30000 || k.GatewayNodePort > 32767 {
-		errs.add("kind.gatewayNodePort", strconv.Itoa(k.GatewayNodePort), "must be a NodePort between 30000 and 32767")
+		errs.add(ruleKindNodePort, "kind.gatewayNodePort", strconv.Itoa(k.GatewayNodePort))
+	}
+	switch members := c.Etcd.Members; {
+	case k.NodeZones < 1:
+		errs.add(ruleKindNodeZones, "kind.nodeZones", strconv.Itoa(k.NodeZones))
+	case members > k.NodeZones && validMembers(members):
+		errs.addf(ruleKindSchedulable, "etcd.members", strconv.Itoa(members),
+			"must be at most kind.nodeZones (%d): each etcd member needs a node of its own, and 3 or 5 members spread over as many zones, so %d of %d members would stay Pending; kind/cluster.yaml creates one node (set kind.nodeZones only for a cluster with more nodes in distinct topology.kubernetes.io/zone zones)",
+			k.NodeZones, members-k.NodeZones, members)
 	}
 }
 
 func (c *Config) validateGKE(errs *Errors) {
 	g := c.GKE
 	if !gcpProject.MatchString(g.Project) {
-		errs.add("gke.project", g.Project, "must be a Google Cloud project ID")
+		errs.add(ruleGKEProject, "gke.project", g.Project)
 	}
 	if !gcpRegion.MatchString(g.Location) {
-		errs.add("gke.location", g.Location, "must be the region of a regional cluster, such as europe-west1")
+		errs.add(ruleGKELocation, "gke.location", g.Location)
 	}
 	if !dnsLabel.MatchString(g.Cluster) {
-		errs.add("gke.cluster", g.Cluster, "must name the existing GKE cluster")
+		errs.add(ruleGKECluster, "gke.cluster", g.Cluster)
 	}
 	zones := map[string]bool{}
 	for i, z := range g.Zones {
 		key := fmt.Sprintf("gke.zones[%d]", i)
 		if !strings.HasPrefix(z, g.Location+"-") || len(z) != len(g.Location)+2 {
-			errs.add(key, z, "must be a zone of "+g.Location+", such as "+g.Location+"-b")
+			errs.addf(ruleGKEZone, key, z, "must be a zone of %s, such as %s-b", g.Location, g.Location)
 		}
 		if zones[z] {
-			errs.add(key, z, "must be distinct")
+			errs.addf(ruleGKEZoneDistinct, key, z, "must be distinct")
 		}
 		zones[z] = true
 	}
 	if c.Etcd.Members >= 3 && len(zones) < c.Etcd.Members {
-		errs.add("gke.zones", strings.Join(g.Zones, ","), fmt.Sprintf(
+		errs.addf(ruleGKEZonesForMembers, "gke.zones", strings.Join(g.Zones, ","),
 			"must list at least %d distinct zones: etcd.members is %d and members are spread one per zone (minDomains %d)",
-			c.Etcd.Members, c.Etcd.Members, c.Etcd.Members))
+			c.Etcd.Members, c.Etcd.Members, c.Etcd.Members)
 	}
 	checkPool := func(key string, p NodePool) {
 		if strings.TrimSpace(p.MachineType) == "" {
-			errs.add(key+".machineType", p.MachineType, "must name a machine type")
+			errs.add(ruleMachineType, key+".machineType", p.MachineType)
 		}
 		if p.MinPerZone < 0 {
-			errs.add(key+".minPerZone", strconv.Itoa(p.MinPerZone), "must be 0 or more")
+			errs.add(rulePoolMin, key+".minPerZone", strconv.Itoa(p.MinPerZone))
 		}
 		if p.MaxPerZone < 1 || p.MaxPerZone < p.MinPerZone {
-			errs.add(key+".maxPerZone", strconv.Itoa(p.MaxPerZone), "must be at least 1 and at least minPerZone")
+			errs.add(rulePoolMax, key+".maxPerZone", strconv.Itoa(p.MaxPerZone))
 		}
 		if p.DiskSizeGb < 10 {
-			errs.add(key+".diskSizeGb", strconv.Itoa(p.DiskSizeGb), "must be at least 10")
+			errs.add(ruleDiskSize, key+".diskSizeGb", strconv.Itoa(p.DiskSizeGb))
 		}
 	}
 	checkPool("gke.nodePools.kcp", g.NodePools.Kcp)
@@ -344,30 +370,45 @@ func (c *Config) validateGKE(errs *Errors) {
 			ok = ok && cronField.MatchString(f)
 		}
 		if !ok {
-			errs.add(key, value, "must be a five-field cron schedule such as \"0 * * * *\"")
+			errs.add(ruleCron, key, value)
 		}
 	}
 	checkCron("gke.snapshots.schedule", g.Snapshots.Schedule)
 	checkCron("gke.snapshots.drillSchedule", g.Snapshots.DrillSchedule)
 	if g.Snapshots.RetentionDays < 1 || g.Snapshots.RetentionDays > 3650 {
-		errs.add("gke.snapshots.retentionDays", strconv.Itoa(g.Snapshots.RetentionDays), "must be between 1 and 3650 days")
+		errs.add(ruleRetention, "gke.snapshots.retentionDays", strconv.Itoa(g.Snapshots.RetentionDays))
 	}
 	if !gcloudTag.MatchString(g.Snapshots.GcloudImage) {
-		errs.add("gke.snapshots.gcloudImageTag", g.Snapshots.GcloudImage, "must be a pinned google-cloud-cli tag such as "+DefaultGcloudImageTag)
+		errs.add(ruleGcloudTag, "gke.snapshots.gcloudImageTag", g.Snapshots.GcloudImage)
 	}
 	if g.DNS.TTL < 1 || g.DNS.TTL > maxDNSTTL {
-		errs.add("gke.dns.ttl", strconv.Itoa(g.DNS.TTL), fmt.Sprintf("must be between 1 and %d seconds: kube-dns caches answers and a ClusterIP answer should stay short-lived", maxDNSTTL))
+		errs.add(ruleDNSTTL, "gke.dns.ttl", strconv.Itoa(g.DNS.TTL))
 	}
 	if g.DNS.ExistingResponsePolicy != "" && !dnsLabel.MatchString(g.DNS.ExistingResponsePolicy) {
-		errs.add("gke.dns.existingResponsePolicy", g.DNS.ExistingResponsePolicy, "must name a Cloud DNS response policy")
+		errs.add(ruleResponsePolicy, "gke.dns.existingResponsePolicy", g.DNS.ExistingResponsePolicy)
 	}
 	if strings.TrimSpace(g.Gateway.ClassName) == "" {
-		errs.add("gke.gateway.className", g.Gateway.ClassName, "must name a GKE GatewayClass")
+		errs.add(ruleGatewayClass, "gke.gateway.className", g.Gateway.ClassName)
 	}
 	if (g.Gateway.CertificateSecret == "") == (g.Gateway.CertManagerClusterIssuer == "") {
-		errs.add("gke.gateway", fmt.Sprintf("certificateSecret=%q certManagerClusterIssuer=%q", g.Gateway.CertificateSecret, g.Gateway.CertManagerClusterIssuer),
-			"must set exactly one of certificateSecret and certManagerClusterIssuer for the HTTPS listeners")
+		errs.add(ruleGatewayCertificate, "gke.gateway", fmt.Sprintf("certificateSecret=%q certManagerClusterIssuer=%q", g.Gateway.CertificateSecret, g.Gateway.CertManagerClusterIssuer))
 	}
+}
+
+// validMembers reports whether n is an etcd member count the program runs.
+func validMembers(n int) bool { return slices.Contains([]int{1, 3, 5}, n) }
+
+// validShardName reports whether name may name a shard: a DNS label of at most
+// maxShardName characters other than the root shard's name.
+func validShardName(name string) bool {
+	return dnsLabel.MatchString(name) && len(name) <= maxShardName && name != RootShardName
+}
+
+// isIPAddress reports whether s is an IP address, which Gateway API refuses as a
+// hostname ("IPs are not allowed": gateway-api apis/v1 shared_types.go, type Hostname).
+func isIPAddress(s string) bool {
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }
 
 // isDNSName reports whether s is a lower-case DNS name with at least two labels.
@@ -376,8 +417,8 @@ func isDNSName(s string) bool {
 		return false
 	}
 	labels := strings.Split(s, ".")
-	if len(labels) < 2 {
-		return false
+	if len(labels) < 2 || strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return false // a top-level domain is never all digits
 	}
 	for _, l := range labels {
 		if len(l) > 63 || !hostLabel.MatchString(l) {

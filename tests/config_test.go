@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,104 +14,246 @@ import (
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 )
 
-// Each rule of the config is shown refused with an error that names the key, the value
-// and the rule, before any resource is declared.
+// refusal is one config that a rule refuses: a shipped stack with one edit, and the key
+// path, value and rule the error must name.
+type refusal struct {
+	name     string
+	rule     string // config.Rule ID
+	stack    string
+	edit     func(v map[string]any)
+	key      string
+	value    string
+	says     string // part of the error's wording
+	gkeRange string // Service range the mocked GKE cluster lookup reports
+}
+
+// refusals holds at least one refusal per rule of config.Rules;
+// TestEveryRuleHasARefusalTest fails for a rule without one.
+var refusals = []refusal{
+	{name: "misspelled top-level key", rule: "unknown-key", stack: "kind", edit: func(v map[string]any) { v[key("etdc")] = map[string]any{"members": 1} },
+		key: "etdc", value: `{"members":1}`, says: "is not a railgrid-kcp config key"},
+	{name: "top-level key in other capitals", rule: "unknown-key", stack: "kind", edit: func(v map[string]any) { v[key("Etcd")] = map[string]any{"members": 1} },
+		key: "Etcd", value: `{"members":1}`, says: "did you mean etcd?"},
+	{name: "misspelled key in a section", rule: "unknown-key", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "member", 3) },
+		key: "etcd.member", value: "3", says: "is not a key of etcd; known keys: members, volumeSize, storageClass"},
+	{name: "a second spelling in other capitals", rule: "unknown-key", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "Members", 3) },
+		key: "etcd.Members", value: "3", says: "capitals included: did you mean members?"},
+	{name: "key in other capitals deep down", rule: "unknown-key", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.clusterIp", "34.118.224.100") },
+		key: "kcp.frontProxy.clusterIp", value: "34.118.224.100", says: "did you mean clusterIP?"},
+	{name: "key given twice", rule: "duplicate-key", stack: "kind", edit: func(v map[string]any) { v[key("etcd")] = `{"members":1,"volumeSize":"2Gi","members":3}` },
+		key: "etcd.members", value: "3", says: "more than once"},
+	{name: "members as a word", rule: "type", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", "three") },
+		key: "etcd.members", value: "three", says: "must be a whole number"},
+	{name: "replicas null", rule: "type", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.replicas", nil) },
+		key: "kcp.rootShard.replicas", value: "null", says: "not null"},
+	{name: "section not a mapping", rule: "type", stack: "kind", edit: func(v map[string]any) { v[key("network")] = "10.96.0.0/16" },
+		key: "network", value: "10.96.0.0/16", says: "must be a mapping"},
+	{name: "shards not a list", rule: "type", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards", map[string]any{"name": "alpha"}) },
+		key: "kcp.shards", value: `{"name":"alpha"}`, says: "must be a list"},
+	{name: "flag as a string", rule: "type", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "certManagerPresent", "yes") },
+		key: "kind.certManagerPresent", value: "yes", says: "must be true or false"},
+	{name: "platform", rule: "platform", stack: "kind", edit: func(v map[string]any) { v[key("platform")] = "k3s" },
+		key: "platform", value: "k3s", says: "kind or gke"},
+	{name: "platform missing", rule: "platform", stack: "kind", edit: func(v map[string]any) { delete(v, key("platform")) },
+		key: "platform", value: "", says: "kind or gke"},
+	{name: "kind section on gke", rule: "other-platform-section", stack: "gke", edit: func(v map[string]any) { v[key("kind")] = map[string]any{"context": "x"} },
+		key: "kind", value: "(set)", says: "belongs to the kind platform"},
+	{name: "kcp version latest", rule: "pinned-version", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "kcp", "latest") },
+		key: "versions.kcp", value: "latest", says: "pinned release"},
+	{name: "kcp version empty", rule: "pinned-version", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "kcp", "") },
+		key: "versions.kcp", value: "", says: "not empty"},
+	{name: "kcp version without v", rule: "pinned-version", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "kcp", "0.33") },
+		key: "versions.kcp", value: "0.33", says: "pinned release"},
+	{name: "etcd floating tag", rule: "pinned-version", stack: "gke", edit: func(v map[string]any) { setIn(v, "versions", "etcd", "v3.6") },
+		key: "versions.etcd", value: "v3.6", says: "pinned release"},
+	{name: "operator pair unknown", rule: "operator-pair", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "operatorImage", "v0.9.0") },
+		key: "versions.operatorImage", value: "v0.9.0", says: "not a known pair"},
+	{name: "operator chart unknown", rule: "operator-pair", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "operatorChart", "0.7.9") },
+		key: "versions.operatorImage", value: "v0.10.0", says: "not a known pair with kcp-operator chart 0.7.9"},
+	{name: "chart repository not https", rule: "chart-repository", stack: "kind", edit: func(v map[string]any) { setIn(v, "operator", "chartRepository", "http://charts.example.com") },
+		key: "operator.chartRepository", value: "http://charts.example.com", says: "https://"},
+	{name: "chart repository and path", rule: "chart-source", stack: "kind", edit: func(v map[string]any) {
+		v[key("operator")] = map[string]any{"chartRepository": config.OperatorChartRepository, "chartPath": "charts/kcp-operator"}
+	},
+		key: "operator.chartPath", value: "charts/kcp-operator", says: "both set"},
+	{name: "chart path empty", rule: "chart-source", stack: "kind", edit: func(v map[string]any) { v[key("operator")] = map[string]any{"chartPath": ""} },
+		key: "operator.chartPath", value: "", says: "local chart directory"},
+	{name: "shard base URL", rule: "shard-base-url", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].shardBaseURL", "https://alpha.kcp.localhost") },
+		key: "kcp.shards[0].shardBaseURL", value: "https://alpha.kcp.localhost", says: "every request arrives as an empty user"},
+	{name: "root shard base URL", rule: "shard-base-url", stack: "gke", edit: func(v map[string]any) {
+		setIn(v, "kcp", "rootShard.shardBaseURL", "https://kcp-root.railgrid.example.com")
+	},
+		key: "kcp.rootShard.shardBaseURL", value: "https://kcp-root.railgrid.example.com", says: "only the virtual-workspace URL"},
+	{name: "invalid hostname", rule: "hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.hostname", "Root_Shard") },
+		key: "kcp.rootShard.hostname", value: "Root_Shard", says: "valid DNS name"},
+	{name: "numeric top-level domain", rule: "hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.hostname", "kcp.10") },
+		key: "kcp.rootShard.hostname", value: "kcp.10", says: "valid DNS name"},
+	{name: "hostname an IP address", rule: "hostname-ip", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.hostname", "192.168.1.10") },
+		key: "kcp.frontProxy.hostname", value: "192.168.1.10", says: "Gateway API hostnames are names"},
+	{name: "duplicate hostname", rule: "hostname-distinct", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].hostname", "root.kcp.localhost") },
+		key: "kcp.shards[0].hostname", value: "root.kcp.localhost", says: "kcp.rootShard.hostname has the same name"},
+	{name: "replicas zero", rule: "replicas", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.replicas", 0) },
+		key: "kcp.frontProxy.replicas", value: "0", says: "at least 1"},
+	{name: "shard name not a label", rule: "shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "Alpha") },
+		key: "kcp.shards[0].name", value: "Alpha", says: "DNS label"},
+	{name: "shard named root", rule: "shard-name-root", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "root") },
+		key: "kcp.shards[0].name", value: "root", says: "reserved for the root shard"},
+	{name: "two shards one name", rule: "shard-name-distinct", stack: "kind", edit: func(v map[string]any) { addShard(v, "alpha", "beta.kcp.localhost", "10.96.0.103") },
+		key: "kcp.shards[1].name", value: "alpha", says: "another shard has the same name"},
+	{name: "request timeout", rule: "request-timeout", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "requestTimeout", "10s") },
+		key: "kcp.requestTimeout", value: "10s", says: "at least 60s"},
+	{name: "shard named frontproxy", rule: "name-collision", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "frontproxy") },
+		key: "kcp.shards[0].name", value: "frontproxy", says: "gives Service kcp-system/kcp-frontproxy, which kcp.frontProxy already gives"},
+	{name: "shard named root-headless", rule: "name-collision", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "root-headless") },
+		key: "kcp.shards[0].name", value: "root-headless", says: "gives Service etcd/etcd-root-headless, which kcp.rootShard already gives"},
+	{name: "shards whose Services collide", rule: "name-collision", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "kcp", "shards[0].name", "kcp-x")
+		addShard(v, "x-shard-kcp", "x.kcp.localhost", "10.96.0.103")
+	},
+		key: "kcp.shards[1].name", value: "x-shard-kcp", says: "kcp.shards[0].name already gives (the kcp-operator creates it)"},
+	{name: "hub namespace kcp-system", rule: "name-collision", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "kcp-system") },
+		key: "hub.namespace", value: "kcp-system", says: "gives Namespace kcp-system, which the program already gives"},
+	{name: "hub namespace etcd", rule: "name-collision", stack: "gke", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "etcd") },
+		key: "hub.namespace", value: "etcd", says: "Namespace etcd"},
+	{name: "hub namespace kcp-operator", rule: "name-collision", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "kcp-operator") },
+		key: "hub.namespace", value: "kcp-operator", says: "Namespace kcp-operator"},
+	{name: "hub namespace of cert-manager on kind", rule: "name-collision", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "cert-manager") },
+		key: "hub.namespace", value: "cert-manager", says: "a Helm release of the kind stack creates it"},
+	{name: "OIDC issuer not https", rule: "issuer-url", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "issuerURL", "http://dex.kcp.localhost") },
+		key: "oidc.issuerURL", value: "http://dex.kcp.localhost", says: "https://"},
+	{name: "OIDC client ID empty", rule: "client-id", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "clientID", "") },
+		key: "oidc.clientID", value: "", says: "hub's client ID"},
+	{name: "OIDC username claim", rule: "oidc-fixed", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "usernameClaim", "sub") },
+		key: "oidc.usernameClaim", value: "sub", says: "railgrid:<email>"},
+	{name: "OIDC groups prefix", rule: "oidc-fixed", stack: "gke", edit: func(v map[string]any) { setIn(v, "oidc", "groupsPrefix", "oidc:") },
+		key: "oidc.groupsPrefix", value: "oidc:", says: "fixed by the hub"},
+	{name: "OIDC CA secret name", rule: "ca-secret-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caSecret", map[string]any{"name": "Issuer CA"}) },
+		key: "oidc.caSecret.name", value: "Issuer CA", says: "Secret in kcp-system"},
+	{name: "OIDC CA secret key empty", rule: "ca-secret-key", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": ""})
+	},
+		key: "oidc.caSecret.key", value: "", says: "Secret key"},
+	{name: "etcd two members", rule: "etcd-members", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "members", 2) },
+		key: "etcd.members", value: "2", says: "1, 3 or 5"},
+	{name: "etcd zero members", rule: "etcd-members", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", 0) },
+		key: "etcd.members", value: "0", says: "1, 3 or 5"},
+	{name: "etcd volume size", rule: "etcd-volume-size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "20GB") },
+		key: "etcd.volumeSize", value: "20GB", says: "size"},
+	{name: "storage class empty", rule: "storage-class", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "storageClass", "") },
+		key: "etcd.storageClass", value: "", says: "StorageClass"},
+	{name: "three members on one kind node", rule: "kind-schedulable", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", 3) },
+		key: "etcd.members", value: "3", says: "must be at most kind.nodeZones (1)"},
+	{name: "members left to the default on kind", rule: "kind-schedulable", stack: "kind", edit: func(v map[string]any) { v[key("etcd")] = map[string]any{"volumeSize": "2Gi"} },
+		key: "etcd.members", value: "3", says: "2 of 3 members would stay Pending"},
+	{name: "kind node zones zero", rule: "kind-node-zones", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "nodeZones", 0) },
+		key: "kind.nodeZones", value: "0", says: "at least 1"},
+	{name: "gke zones fewer than members", rule: "gke-zones-for-members", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "zones", []any{"europe-west1-b", "europe-west1-c"}) },
+		key: "gke.zones", value: "europe-west1-b,europe-west1-c", says: "at least 3 distinct zones"},
+	{name: "service range invalid", rule: "service-cidr", stack: "kind", edit: func(v map[string]any) { setIn(v, "network", "serviceCIDR", "10.96.0.1/16") },
+		key: "network.serviceCIDR", value: "10.96.0.1/16", says: "CIDR"},
+	{name: "cluster IP not an address", rule: "cluster-ip-address", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.clusterIP", "kcp") },
+		key: "kcp.frontProxy.clusterIP", value: "kcp", says: "IPv4 address"},
+	{name: "cluster IP outside range", rule: "cluster-ip-range", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.clusterIP", "10.97.0.10") },
+		key: "kcp.rootShard.clusterIP", value: "10.97.0.10", says: "inside the Service range 10.96.0.0/16"},
+	// The GKE lookup reports a Service range that does not hold the fixed addresses.
+	{name: "gke cluster range", rule: "cluster-ip-range", stack: "gke", edit: func(map[string]any) {}, gkeRange: "10.8.0.0/20",
+		key: "kcp.frontProxy.clusterIP", value: "34.118.224.100", says: "Service range of GKE cluster railgrid"},
+	{name: "cluster IP reserved", rule: "cluster-ip-reserved", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.clusterIP", "10.96.0.10") },
+		key: "kcp.rootShard.clusterIP", value: "10.96.0.10", says: "reserves"},
+	{name: "cluster IP dynamic band", rule: "cluster-ip-band", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].clusterIP", "10.96.200.7") },
+		key: "kcp.shards[0].clusterIP", value: "10.96.200.7", says: "static band"},
+	{name: "cluster IP duplicate", rule: "cluster-ip-distinct", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].clusterIP", "34.118.224.101") },
+		key: "kcp.shards[0].clusterIP", value: "34.118.224.101", says: "distinct"},
+	{name: "load balancer timeout too short", rule: "lb-timeout", stack: "gke", edit: func(v map[string]any) { setIn(v, "loadBalancer", "timeout", "30s") },
+		key: "loadBalancer.timeout", value: "30s", says: "at least 60s"},
+	{name: "hub namespace kube-system", rule: "hub-namespace", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "kube-system") },
+		key: "hub.namespace", value: "kube-system", says: "kube-*"},
+	{name: "hub secret name", rule: "hub-secret-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "secretName", "") },
+		key: "hub.secretName", value: "", says: "Secret name"},
+	{name: "hub key", rule: "hub-secret-key", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "secretKey", "kubeconfig") },
+		key: "hub.secretKey", value: "kubeconfig", says: "admin.kubeconfig"},
+	{name: "hub validity", rule: "hub-validity", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "kubeconfigValidity", "365d") },
+		key: "hub.kubeconfigValidity", value: "365d", says: "duration"},
+	{name: "remint generation negative", rule: "remint-generation", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "remintGeneration", -1) },
+		key: "hub.remintGeneration", value: "-1", says: "0 or more"},
+	{name: "kind context empty", rule: "kind-context", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "context", "") },
+		key: "kind.context", value: "", says: "kubeconfig context"},
+	{name: "kind node port zero", rule: "kind-node-port", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "gatewayNodePort", 0) },
+		key: "kind.gatewayNodePort", value: "0", says: "between 30000 and 32767"},
+	{name: "gke project", rule: "gke-project", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "project", "Railgrid") },
+		key: "gke.project", value: "Railgrid", says: "project ID"},
+	{name: "gke location a zone", rule: "gke-location", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "location", "europe-west1-b") },
+		key: "gke.location", value: "europe-west1-b", says: "regional cluster"},
+	{name: "gke cluster empty", rule: "gke-cluster", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "cluster", "") },
+		key: "gke.cluster", value: "", says: "existing GKE cluster"},
+	{name: "gke zone of another region", rule: "gke-zone", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "zones[2]", "us-east1-b") },
+		key: "gke.zones[2]", value: "us-east1-b", says: "zone of europe-west1"},
+	{name: "gke zone twice", rule: "gke-zone-distinct", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "zones[2]", "europe-west1-b") },
+		key: "gke.zones[2]", value: "europe-west1-b", says: "distinct"},
+	{name: "gke machine type empty", rule: "machine-type", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "nodePools.kcp.machineType", "") },
+		key: "gke.nodePools.kcp.machineType", value: "", says: "machine type"},
+	{name: "gke pool min negative", rule: "pool-min", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "nodePools.kcp.minPerZone", -1) },
+		key: "gke.nodePools.kcp.minPerZone", value: "-1", says: "0 or more"},
+	{name: "gke etcd pool size", rule: "pool-max", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "nodePools.etcd.maxPerZone", 0) },
+		key: "gke.nodePools.etcd.maxPerZone", value: "0", says: "at least 1"},
+	{name: "gke disk size zero", rule: "disk-size", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "nodePools.etcd.diskSizeGb", 0) },
+		key: "gke.nodePools.etcd.diskSizeGb", value: "0", says: "at least 10"},
+	{name: "gke snapshot schedule", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "hourly") },
+		key: "gke.snapshots.schedule", value: "hourly", says: "cron"},
+	{name: "gke retention zero", rule: "retention", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.retentionDays", 0) },
+		key: "gke.snapshots.retentionDays", value: "0", says: "between 1 and 3650"},
+	{name: "gke gcloud tag empty", rule: "gcloud-tag", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.gcloudImageTag", "") },
+		key: "gke.snapshots.gcloudImageTag", value: "", says: "google-cloud-cli"},
+	{name: "gke dns ttl zero", rule: "dns-ttl", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "dns.ttl", 0) },
+		key: "gke.dns.ttl", value: "0", says: "between 1 and 300"},
+	{name: "gke dns ttl an hour", rule: "dns-ttl", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "dns.ttl", 3600) },
+		key: "gke.dns.ttl", value: "3600", says: "between 1 and 300"},
+	{name: "gke response policy", rule: "response-policy", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "dns.existingResponsePolicy", "Shared_Policy") },
+		key: "gke.dns.existingResponsePolicy", value: "Shared_Policy", says: "response policy"},
+	{name: "gke gateway class empty", rule: "gateway-class", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.className", "") },
+		key: "gke.gateway.className", value: "", says: "GatewayClass"},
+	{name: "gke gateway certificate", rule: "gateway-certificate", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.certificateSecret", "kcp-tls") },
+		key: "gke.gateway", value: `certificateSecret="kcp-tls" certManagerClusterIssuer="letsencrypt"`, says: "exactly one"},
+}
+
+// Each refusal is refused before any resource is declared, with an error that names
+// its rule, key and value.
 func TestBadConfigIsRefusedNamingKeyValueAndRule(t *testing.T) {
-	cases := []struct {
-		name      string
-		stack     string
-		edit      func(v map[string]any)
-		key       string
-		value     string
-		rule      string
-		gkeRange  string
-		extraKeys []string
-	}{
-		{name: "kcp version latest", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "kcp", "latest") },
-			key: "versions.kcp", value: "latest", rule: "pinned release"},
-		{name: "kcp version empty string stays default but v-less tag refused", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "kcp", "0.33") },
-			key: "versions.kcp", value: "0.33", rule: "pinned release"},
-		{name: "etcd floating tag", stack: "gke", edit: func(v map[string]any) { setIn(v, "versions", "etcd", "v3.6") },
-			key: "versions.etcd", value: "v3.6", rule: "pinned release"},
-		{name: "operator pair unknown", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "operatorImage", "v0.9.0") },
-			key: "versions.operatorImage", value: "v0.9.0", rule: "not a known pair"},
-		{name: "operator chart unknown", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "operatorChart", "0.7.9") },
-			key: "versions.operatorImage", value: "v0.10.0", rule: "not a known pair with kcp-operator chart 0.7.9"},
-		{name: "invalid hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.hostname", "Root_Shard") },
-			key: "kcp.rootShard.hostname", value: "Root_Shard", rule: "valid DNS name"},
-		{name: "duplicate hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].hostname", "root.kcp.localhost") },
-			key: "kcp.shards[0].hostname", value: "root.kcp.localhost", rule: "distinct"},
-		{name: "shard named root", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "root") },
-			key: "kcp.shards[0].name", value: "root", rule: "reserved for the root shard"},
-		{name: "shard base URL", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].shardBaseURL", "https://alpha.kcp.localhost") },
-			key: "kcp.shards[0].shardBaseURL", value: "https://alpha.kcp.localhost", rule: "every request arrives as an empty user"},
-		{name: "root shard base URL", stack: "gke", edit: func(v map[string]any) {
-			setIn(v, "kcp", "rootShard.shardBaseURL", "https://kcp-root.railgrid.example.com")
-		},
-			key: "kcp.rootShard.shardBaseURL", value: "https://kcp-root.railgrid.example.com", rule: "only the virtual-workspace URL"},
-		{name: "OIDC username claim", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "usernameClaim", "sub") },
-			key: "oidc.usernameClaim", value: "sub", rule: "railgrid:<email>"},
-		{name: "OIDC groups prefix", stack: "gke", edit: func(v map[string]any) { setIn(v, "oidc", "groupsPrefix", "oidc:") },
-			key: "oidc.groupsPrefix", value: "oidc:", rule: "fixed by the hub"},
-		{name: "OIDC issuer not https", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "issuerURL", "http://dex.kcp.localhost") },
-			key: "oidc.issuerURL", value: "http://dex.kcp.localhost", rule: "https://"},
-		{name: "OIDC client ID missing", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "clientID", "") },
-			key: "oidc.clientID", value: "", rule: "hub's client ID"},
-		{name: "etcd two members", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", 2) },
-			key: "etcd.members", value: "2", rule: "1, 3 or 5"},
-		{name: "etcd volume size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "20GB") },
-			key: "etcd.volumeSize", value: "20GB", rule: "size"},
-		{name: "cluster IP outside range", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.clusterIP", "10.97.0.10") },
-			key: "kcp.rootShard.clusterIP", value: "10.97.0.10", rule: "inside the Service range 10.96.0.0/16"},
-		{name: "cluster IP reserved", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.clusterIP", "10.96.0.10") },
-			key: "kcp.rootShard.clusterIP", value: "10.96.0.10", rule: "reserves"},
-		{name: "cluster IP dynamic band", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].clusterIP", "10.96.200.7") },
-			key: "kcp.shards[0].clusterIP", value: "10.96.200.7", rule: "static band"},
-		{name: "cluster IP duplicate", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].clusterIP", "34.118.224.101") },
-			key: "kcp.shards[0].clusterIP", value: "34.118.224.101", rule: "distinct"},
-		{name: "cluster IP not an address", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.clusterIP", "kcp") },
-			key: "kcp.frontProxy.clusterIP", value: "kcp", rule: "IPv4 address"},
-		{name: "service range invalid", stack: "kind", edit: func(v map[string]any) { setIn(v, "network", "serviceCIDR", "10.96.0.1/16") },
-			key: "network.serviceCIDR", value: "10.96.0.1/16", rule: "CIDR"},
-		{name: "load balancer timeout too short", stack: "gke", edit: func(v map[string]any) { setIn(v, "loadBalancer", "timeout", "30s") },
-			key: "loadBalancer.timeout", value: "30s", rule: "at least 60s"},
-		{name: "hub key", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "secretKey", "kubeconfig") },
-			key: "hub.secretKey", value: "kubeconfig", rule: "admin.kubeconfig"},
-		{name: "hub validity", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "kubeconfigValidity", "365d") },
-			key: "hub.kubeconfigValidity", value: "365d", rule: "duration"},
-		{name: "request timeout", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "requestTimeout", "10s") },
-			key: "kcp.requestTimeout", value: "10s", rule: "at least 60s"},
-		{name: "platform", stack: "kind", edit: func(v map[string]any) { v[key("platform")] = "k3s" },
-			key: "platform", value: "k3s", rule: "kind or gke"},
-		{name: "gke zones fewer than members", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "zones", []any{"europe-west1-b", "europe-west1-c"}) },
-			key: "gke.zones", value: "europe-west1-b,europe-west1-c", rule: "at least 3 distinct zones"},
-		{name: "gke zone of another region", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "zones[2]", "us-east1-b") },
-			key: "gke.zones[2]", value: "us-east1-b", rule: "zone of europe-west1"},
-		{name: "gke snapshot schedule", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "hourly") },
-			key: "gke.snapshots.schedule", value: "hourly", rule: "cron"},
-		{name: "gke retention", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.retentionDays", -1) },
-			key: "gke.snapshots.retentionDays", value: "-1", rule: "between 1 and 3650"},
-		{name: "gke etcd pool size", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "nodePools.etcd.maxPerZone", -1) },
-			key: "gke.nodePools.etcd.maxPerZone", value: "-1", rule: "at least 1"},
-		{name: "gke dns ttl", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "dns.ttl", 3600) },
-			key: "gke.dns.ttl", value: "3600", rule: "between 1 and 300"},
-		{name: "gke gateway certificate", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.certificateSecret", "kcp-tls") },
-			key: "gke.gateway", value: `certificateSecret="kcp-tls" certManagerClusterIssuer="letsencrypt"`, rule: "exactly one"},
-		{name: "kind section on gke", stack: "gke", edit: func(v map[string]any) { v[key("kind")] = map[string]any{"context": "x"} },
-			key: "kind", value: "(set)", rule: "belongs to the kind platform"},
-		{name: "unknown field", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "member", 3) },
-			key: "etcd", value: `{"member":3,"members":1,"volumeSize":"2Gi"}`, rule: `unknown field "member"`},
-		// The GKE lookup reports a Service range that does not hold the fixed addresses.
-		{name: "gke cluster range", stack: "gke", edit: func(map[string]any) {}, gkeRange: "10.8.0.0/20",
-			key: "kcp.frontProxy.clusterIP", value: "34.118.224.100", rule: "Service range of GKE cluster railgrid"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range refusals {
+		t.Run(tc.rule+"/"+tc.name, func(t *testing.T) {
 			values := stackValues(t, tc.stack)
 			tc.edit(values)
-			requireRefused(t, tc.stack, values, mockstack.Options{GKEServiceCIDR: tc.gkeRange}, tc.key, tc.value, tc.rule)
+			requireRefused(t, tc.stack, values, mockstack.Options{GKEServiceCIDR: tc.gkeRange}, tc.rule, tc.key, tc.value, tc.says)
 		})
 	}
+}
+
+// Every rule has a refusal above, and every refusal names a rule that exists: a rule
+// added without a refusal test fails here.
+func TestEveryRuleHasARefusalTest(t *testing.T) {
+	rules := config.Rules()
+	require.NotEmpty(t, rules)
+	tested := map[string]int{}
+	for _, tc := range refusals {
+		tested[tc.rule]++
+	}
+	known := map[string]bool{}
+	for _, r := range rules {
+		require.False(t, known[r.ID], "rule %s is registered twice", r.ID)
+		known[r.ID] = true
+		require.NotEmpty(t, r.Keys, r.ID)
+		require.NotEmpty(t, r.Refuses, r.ID)
+		require.Positive(t, tested[r.ID], "rule %s (%s) has no refusal in tests/config_test.go", r.ID, r.Refuses)
+	}
+	for id := range tested {
+		require.True(t, known[id], "a refusal names rule %s, which config.Rules does not have", id)
+	}
+}
+
+// addShard appends a shard to the kcp section.
+func addShard(values map[string]any, name, hostname, clusterIP string) {
+	kcp := values[key("kcp")].(map[string]any)
+	kcp["shards"] = append(kcp["shards"].([]any), map[string]any{"name": name, "hostname": hostname, "clusterIP": clusterIP, "replicas": 1})
 }
 
 func setIn(values map[string]any, top, path string, value any) {
@@ -147,25 +291,36 @@ func setPath(node any, parts []string, value any) {
 	}
 }
 
-// All problems are reported together, not one per run.
+// All problems are reported together, a type error and an unknown key included, each at
+// its own key path.
 func TestEveryProblemIsReportedAtOnce(t *testing.T) {
 	values := stackValues(t, "kind")
 	setIn(values, "versions", "kcp", "latest")
-	setIn(values, "etcd", "members", 4)
+	setIn(values, "etcd", "members", "three")
 	setIn(values, "oidc", "usernamePrefix", "")
-	_, err := runValues(t, "kind", values, mockstack.Options{})
+	setIn(values, "kcp", "rootShard.replicas", 0)
+	values[key("etdc")] = map[string]any{"members": 1}
+	rec, err := runValues(t, "kind", values, mockstack.Options{})
 	var invalid config.Errors
 	require.ErrorAs(t, err, &invalid)
-	keys := map[string]bool{}
+	got := map[string]string{}
 	for _, fe := range invalid {
-		keys[fe.Key] = true
+		got[fe.Key] = fe.RuleID
+		require.Contains(t, err.Error(), fmt.Sprintf("%s:%s = %q: %s", config.Project, fe.Key, fe.Value, fe.Rule), "one message style")
 	}
-	require.True(t, keys["versions.kcp"] && keys["etcd.members"] && keys["oidc.usernamePrefix"], "got %v", err)
+	require.Equal(t, map[string]string{
+		"versions.kcp":           "pinned-version",
+		"etcd.members":           "type",
+		"oidc.usernamePrefix":    "oidc-fixed",
+		"kcp.rootShard.replicas": "replicas",
+		"etdc":                   "unknown-key",
+	}, got, "%v", err)
+	require.Empty(t, rec.Resources)
 }
 
-// A key of this project that the program does not know is refused (a typo would
-// otherwise be silently ignored).
-func TestUnknownTopLevelKeyIsRefused(t *testing.T) {
+// The plan tool reads a stack file through the same check: a misspelled top-level key
+// is refused, not ignored.
+func TestUnknownTopLevelKeyIsRefusedInAStackFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "Pulumi.kind.yaml")
 	data, err := os.ReadFile(stackFile("kind"))
 	require.NoError(t, err)
@@ -178,8 +333,60 @@ func TestUnknownTopLevelKeyIsRefused(t *testing.T) {
 	_, err = config.ParseStackFile(path)
 	var invalid config.Errors
 	require.ErrorAs(t, err, &invalid)
+	require.Len(t, invalid, 1, "%v", err)
 	require.Equal(t, "etdc", invalid[0].Key)
-	require.Contains(t, invalid[0].Rule, "not a railgrid-kcp config key")
+	require.Equal(t, "unknown-key", invalid[0].RuleID)
+	require.Contains(t, invalid[0].Rule, "is not a railgrid-kcp config key")
+}
+
+// A value the stack gives is kept, zero and false included, where it makes sense: it is
+// never replaced by the default (each default below differs from the value given).
+func TestExplicitZeroIsKeptNotDefaulted(t *testing.T) {
+	values := stackValues(t, "gke")
+	setIn(values, "gke", "nodePools.kcp.minPerZone", 0)
+	setIn(values, "hub", "remintGeneration", 0)
+	rec, err := runValues(t, "gke", values, mockstack.Options{})
+	require.NoError(t, err)
+	require.NotEmpty(t, rec.Resources)
+	cfg, err := config.FromValues(encode(t, values))
+	require.NoError(t, err)
+	require.NotEqual(t, 0, config.DefaultKcpPoolMinPerZone)
+	require.Equal(t, 0, cfg.GKE.NodePools.Kcp.MinPerZone)
+	require.Equal(t, 0, cfg.Hub.RemintGeneration)
+
+	kind := stackValues(t, "kind")
+	setIn(kind, "kind", "gatewayNodePort", 30444)
+	setIn(kind, "kind", "certManagerPresent", false)
+	cfg, err = config.FromValues(encode(t, kind))
+	require.NoError(t, err)
+	require.Equal(t, 30444, cfg.Kind.GatewayNodePort)
+	require.False(t, cfg.Kind.CertManagerPresent)
+}
+
+// A kind cluster with nodes in three zones may run three etcd members per shard.
+func TestKindNodeZonesAllowMoreMembers(t *testing.T) {
+	values := stackValues(t, "kind")
+	setIn(values, "etcd", "members", 3)
+	setIn(values, "kind", "nodeZones", 3)
+	cfg, err := config.FromValues(encode(t, values))
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.Etcd.Members)
+}
+
+// encode turns stackValues trees into the strings the engine passes.
+func encode(t *testing.T, values map[string]any) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for k, v := range values {
+		if s, ok := v.(string); ok {
+			out[k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		out[k] = string(b)
+	}
+	return out
 }
 
 // Defaults documented in Pulumi.yaml are the defaults the program applies.
@@ -245,17 +452,32 @@ func TestEveryRequiredProjectKeyIsSetByBothStacks(t *testing.T) {
 	}
 }
 
-// The shipped stacks have the shapes the design document describes.
+// The shipped stacks have the shapes the design document describes; each value checked
+// here is set by the stack file or the Pulumi.yaml default, not by the program.
 func TestShippedStacksHaveTheDesignedShape(t *testing.T) {
 	kind, gke := shippedConfig(t, "kind"), shippedConfig(t, "gke")
-	require.Equal(t, 1, kind.Etcd.Members)
+	require.Equal(t, 1, kind.Etcd.Members, "kind: one member on its one node")
+	require.Equal(t, 1, kind.Kind.NodeZones, "kind/cluster.yaml has one node")
 	require.Equal(t, 3, gke.Etcd.Members)
-	require.Len(t, gke.GKE.Zones, 3)
+	require.Equal(t, []string{"europe-west1-b", "europe-west1-c", "europe-west1-d"}, gke.GKE.Zones)
 	for _, cfg := range []*config.Config{kind, gke} {
 		require.Len(t, cfg.Kcp.Shards, 1)
 		require.Equal(t, "alpha", cfg.Kcp.Shards[0].Name)
-		require.Equal(t, config.DefaultKcpVersion, cfg.Versions.Kcp)
+		require.Equal(t, "v0.33.0", cfg.Versions.Kcp)
 		require.Equal(t, "1h0m0s", cfg.LoadBalancerTimeout().String())
 		require.Equal(t, "8766h0m0s", cfg.KubeconfigValidity().String())
 	}
+}
+
+// kind/cluster.yaml, which the kind stack documents, has the one node that the kind
+// stack's default kind.nodeZones assumes.
+func TestKindClusterHasTheNodesTheKindStackAssumes(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "kind", "cluster.yaml"))
+	require.NoError(t, err)
+	var cluster struct {
+		Nodes []map[string]any `yaml:"nodes"`
+	}
+	require.NoError(t, yaml.Unmarshal(data, &cluster))
+	require.Len(t, cluster.Nodes, config.DefaultKindNodeZones)
+	require.GreaterOrEqual(t, config.DefaultKindNodeZones, shippedConfig(t, "kind").Etcd.Members)
 }

@@ -34,6 +34,7 @@ func TestGKEClusterIsLookedUpNotManaged(t *testing.T) {
 	require.Contains(t, kubeconfig, "server: https://203.0.113.10", "endpoint from the lookup")
 	require.Contains(t, kubeconfig, "command: gke-gcloud-auth-plugin")
 	// Every Kubernetes object goes through that provider.
+	require.NotEmpty(t, rec.Resources)
 	for _, res := range rec.Resources {
 		if strings.HasPrefix(res.Type, "kubernetes:") && res.Custom {
 			require.Contains(t, res.Provider, "railgrid-kcp-gke-k8s", res.String())
@@ -229,7 +230,7 @@ func TestGKESplitHorizonAnswersShardHostnamesWithClusterIPs(t *testing.T) {
 	rec2, err := runValues(t, "gke", values, mockstack.Options{})
 	require.NoError(t, err)
 	require.Empty(t, rec2.ByType("gcp:dns/responsePolicy:ResponsePolicy"))
-	for _, rule := range rec2.ByType("gcp:dns/responsePolicyRule:ResponsePolicyRule") {
+	for _, rule := range declared(t, rec2, "gcp:dns/responsePolicyRule:ResponsePolicyRule") {
 		require.Equal(t, "shared-vpc-policy", getString(t, inputs(rule), "responsePolicy"))
 	}
 }
@@ -273,7 +274,7 @@ func TestGKEGatewayKeepsWatchesOpenAndChecksReadyz(t *testing.T) {
 	setIn(values, "loadBalancer", "timeout", "2h")
 	rec2, err := runValues(t, "gke", values, mockstack.Options{})
 	require.NoError(t, err)
-	for _, res := range rec2.ByType("kubernetes:networking.gke.io/v1:GCPBackendPolicy") {
+	for _, res := range declared(t, rec2, "kubernetes:networking.gke.io/v1:GCPBackendPolicy") {
 		require.Equal(t, 7200, number(t, inputs(res), "spec.default.timeoutSec"))
 	}
 }

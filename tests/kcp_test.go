@@ -50,7 +50,7 @@ func TestEveryKcpImageUsesThePinnedVersion(t *testing.T) {
 	rec, err := runValues(t, "kind", values, mockstack.Options{})
 	require.NoError(t, err)
 	for _, kind := range []string{"RootShard", "Shard", "FrontProxy"} {
-		for _, res := range rec.ByType("kubernetes:operator.kcp.io/v1alpha1:" + kind) {
+		for _, res := range declared(t, rec, "kubernetes:operator.kcp.io/v1alpha1:"+kind) {
 			require.Equal(t, "v0.33.1", getString(t, inputs(res), "spec.image.tag"), kind)
 		}
 	}
@@ -330,7 +330,7 @@ func TestDataHoldersSurviveDestroy(t *testing.T) {
 		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
 		require.True(t, object(t, rec, "Namespace", components.NamespaceEtcd).RetainOnDelete, "%s: deleting the etcd namespace deletes the volume claims", stack)
 		require.True(t, object(t, rec, "Namespace", cfg.Hub.Namespace).RetainOnDelete)
-		release, _ := rec.Find("kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
+		release := find(t, rec, "kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
 		require.True(t, release.RetainOnDelete, "%s: uninstalling the chart deletes the CRDs and every kcp object", stack)
 		for _, shard := range []string{"root", "alpha"} {
 			sts := inputs(object(t, rec, "StatefulSet", "etcd-"+shard))

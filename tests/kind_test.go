@@ -86,7 +86,7 @@ func TestKindInstallsPinnedAddOnsUnlessPresent(t *testing.T) {
 	require.True(t, rec.DependsOnTransitively(issuer.URN, certManager.URN))
 	require.Equal(t, map[string]any{"selfSigned": map[string]any{}}, get(t, inputs(issuer), "spec"))
 	// Independent prerequisites do not wait for each other.
-	operator, _ := rec.Find("kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
+	operator := find(t, rec, "kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
 	for _, pair := range [][2]string{{operator.URN, certManager.URN}, {certManager.URN, envoy.URN}, {envoy.URN, operator.URN}} {
 		require.False(t, rec.DependsOnTransitively(pair[0], pair[1]))
 		require.False(t, rec.DependsOnTransitively(pair[1], pair[0]))

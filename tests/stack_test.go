@@ -141,6 +141,23 @@ func runValues(t *testing.T, stack string, values map[string]any, opts mockstack
 // key is a project config key.
 func key(name string) string { return config.Project + ":" + name }
 
+// declared returns the resources of a type, and fails when there are none: a loop over
+// them must not pass by checking nothing.
+func declared(t *testing.T, rec *mockstack.Recording, typ string) []mockstack.Resource {
+	t.Helper()
+	res := rec.ByType(typ)
+	require.NotEmpty(t, res, "stack %s declares no %s", rec.Stack, typ)
+	return res
+}
+
+// find returns the resource of a type and logical name, and fails when there is none.
+func find(t *testing.T, rec *mockstack.Recording, typ, name string) mockstack.Resource {
+	t.Helper()
+	res, ok := rec.Find(typ, name)
+	require.True(t, ok, "stack %s declares no %s %q", rec.Stack, typ, name)
+	return res
+}
+
 // object returns the declared Kubernetes object of a kind and metadata name.
 func object(t *testing.T, rec *mockstack.Recording, kind, name string) mockstack.Resource {
 	t.Helper()
@@ -204,8 +221,8 @@ func number(t *testing.T, tree any, path string) int {
 }
 
 // requireRefused asserts that a config is refused before any resource is declared, with
-// an error that names the key and the value.
-func requireRefused(t *testing.T, stack string, values map[string]any, opts mockstack.Options, wantKey, wantValue, wantRule string) {
+// an error that names the rule, the key and the value.
+func requireRefused(t *testing.T, stack string, values map[string]any, opts mockstack.Options, wantRule, wantKey, wantValue, wantWords string) {
 	t.Helper()
 	rec, err := runValues(t, stack, values, opts)
 	require.Error(t, err)
@@ -213,14 +230,14 @@ func requireRefused(t *testing.T, stack string, values map[string]any, opts mock
 	require.ErrorAs(t, err, &invalid, "want config.Errors, got %v", err)
 	var found bool
 	for _, fe := range invalid {
-		if fe.Key == wantKey {
+		if fe.Key == wantKey && fe.RuleID == wantRule {
 			found = true
 			require.Equal(t, wantValue, fe.Value, "value named by %s", wantKey)
-			require.Contains(t, fe.Rule, wantRule)
-			require.Contains(t, err.Error(), config.Project+":"+wantKey)
+			require.Contains(t, fe.Rule, wantWords)
+			require.Contains(t, err.Error(), fmt.Sprintf("%s:%s = %q: ", config.Project, wantKey, wantValue))
 		}
 	}
-	require.True(t, found, "no error names %s; got:\n%v", wantKey, err)
+	require.True(t, found, "no error of rule %s names %s; got:\n%v", wantRule, wantKey, err)
 	require.NotNil(t, rec)
 	require.Empty(t, rec.Resources, "a refused config must declare nothing")
 }

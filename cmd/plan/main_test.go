@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 )
 
@@ -31,12 +36,58 @@ func TestYAMLPlanHasEveryObjectAndNoSecret(t *testing.T) {
 			t.Errorf("plan lacks %q", want)
 		}
 	}
-	if strings.Contains(out, "client-certificate-data") || strings.Contains(out, "BEGIN CERTIFICATE") {
-		t.Error("the plan prints credential material")
+	// The hub Secret's value in the same run, and the client key and certificate in it:
+	// none may appear in the plan, encoded or not.
+	encoded := hubKubeconfig(t, "kind")
+	kubeconfig, err := base64.StdEncoding.DecodeString(encoded)
+	if err != nil || !strings.Contains(string(kubeconfig), "client-key-data: ") {
+		t.Fatalf("the mocked hub Secret holds no kubeconfig (%v): %.80q", err, kubeconfig)
+	}
+	leaks := []string{encoded, string(kubeconfig)}
+	for _, line := range strings.Split(string(kubeconfig), "\n") {
+		if _, value, ok := strings.Cut(line, "-data: "); ok {
+			leaks = append(leaks, value)
+		}
+	}
+	for _, leak := range leaks {
+		if strings.Contains(out, leak) {
+			t.Errorf("the plan prints credential material: %.60q", leak)
+		}
 	}
 	if first := strings.Index(out, "kind: Namespace"); first < 0 || first > strings.Index(out, "kind: StatefulSet") {
 		t.Error("namespaces must come first")
 	}
+}
+
+// hubKubeconfig is the value of the hub Secret's key as a mock run of the stack declares
+// it (base64, as Secret data).
+func hubKubeconfig(t *testing.T, stack string) string {
+	t.Helper()
+	rec, err := mockstack.RunStackFile(stack, stackFile(stack), mockstack.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, ok := rec.KubernetesObject("Secret", config.DefaultHubSecretName)
+	if !ok {
+		t.Fatal("no hub Secret declared")
+	}
+	data := plain(secret.Inputs["data"])
+	if !data.IsObject() {
+		t.Fatalf("hub Secret data is %v", data)
+	}
+	value := plain(data.ObjectValue()[config.HubSecretKey])
+	if !value.IsString() || value.StringValue() == "" {
+		t.Fatalf("hub Secret %s is %v", config.HubSecretKey, value)
+	}
+	return value.StringValue()
+}
+
+// plain unwraps a secret.
+func plain(v resource.PropertyValue) resource.PropertyValue {
+	for v.IsSecret() {
+		v = v.SecretValue().Element
+	}
+	return v
 }
 
 func TestJSONPlanMarksWhatOnlyTheCloudKnows(t *testing.T) {
@@ -76,6 +127,8 @@ func TestInvalidConfigExitsTwoWithEveryErrorAndNoOutput(t *testing.T) {
 	}
 	bad := strings.Replace(string(data), "members: 1", "members: 2", 1)
 	bad = strings.Replace(bad, "clientID: railgrid", "clientID: \"\"", 1)
+	bad = strings.Replace(bad, "volumeSize: 2Gi", "volumeSize: 2", 1)
+	bad += "  railgrid-kcp:etdc:\n    members: 3\n"
 	path := filepath.Join(t.TempDir(), "Pulumi.kind.yaml")
 	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
@@ -84,7 +137,8 @@ func TestInvalidConfigExitsTwoWithEveryErrorAndNoOutput(t *testing.T) {
 	if code != 2 || out != "" {
 		t.Fatalf("want exit 2 and no stdout, got %d and %q", code, out)
 	}
-	for _, key := range []string{"railgrid-kcp:etcd.members", "railgrid-kcp:oidc.clientID"} {
+	for _, key := range []string{`railgrid-kcp:etcd.members = "2"`, `railgrid-kcp:oidc.clientID = ""`, `railgrid-kcp:etcd.volumeSize = "2": must be a string`,
+		`railgrid-kcp:etdc = "{\"members\":3}": is not a railgrid-kcp config key`, "invalid stack configuration (4 problem(s))"} {
 		if !strings.Contains(errOut, key) {
 			t.Errorf("stderr does not name %s:\n%s", key, errOut)
 		}

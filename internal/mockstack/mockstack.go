@@ -1,5 +1,5 @@
-// Package mockstack runs the stack's real composition (config.Load and components.Deploy,
-// exactly what `pulumi up` runs) under Pulumi's in-process mock monitor, and records every
+// Package mockstack runs the stack's real composition (config.LoadFrom and
+// components.Deploy: what `pulumi up` runs, with the stack config given as a whole) under Pulumi's in-process mock monitor, and records every
 // resource it declares: type, name, parent, dependencies, options and inputs. The unit
 // tests and the offline plan (cmd/plan) are both built on it.
 //
@@ -81,7 +81,8 @@ func RunConfig(stack string, values map[string]string, opts Options) (*Recording
 	m := &mocks{stack: stack, opts: opts}
 	var validationErr error
 	program := func(ctx *pulumi.Context) error {
-		cfg, err := config.Load(ctx)
+		// The whole config is given, as PULUMI_CONFIG gives it to main.go's config.Load.
+		cfg, err := config.LoadFrom(ctx, values)
 		if err != nil {
 			validationErr = err
 			return err

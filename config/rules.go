@@ -1,0 +1,187 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Rule is one thing a stack config is refused for. Every refusal names its rule; the
+// README's table of what is refused is generated from Rules, and the refusal tests walk
+// Rules so that a rule without a refusal test fails them.
+type Rule struct {
+	// ID names the rule in tests and in the README.
+	ID string
+	// Keys are the config keys the rule checks, as the README writes them.
+	Keys string
+	// Refuses says what is refused and why; an error says it again for one value.
+	Refuses string
+}
+
+var registered []*Rule
+
+func newRule(id, keys, refuses string) *Rule {
+	r := &Rule{ID: id, Keys: keys, Refuses: refuses}
+	registered = append(registered, r)
+	return r
+}
+
+// Rules returns every rule, in the order of the table below.
+func Rules() []Rule {
+	out := make([]Rule, 0, len(registered))
+	for _, r := range registered {
+		out = append(out, *r)
+	}
+	return out
+}
+
+// RulesMarkdown is the README's table of refusals, generated from Rules.
+func RulesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| rule | keys | refused when |\n|---|---|---|\n")
+	for _, r := range registered {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.ID, r.Keys, strings.ReplaceAll(r.Refuses, "|", `\|`))
+	}
+	return b.String()
+}
+
+// The rules, in one table. Keep README.md in step with `go test ./tests -run
+// TestREADMEListsEveryRule -update-readme`.
+var (
+	// Keys and types.
+	ruleUnknownKey = newRule("unknown-key", "any key under `railgrid-kcp:`",
+		"a key the program does not know, at the top level or inside a section; keys are matched exactly, capitals included")
+	ruleDuplicateKey = newRule("duplicate-key", "any key",
+		"a key given twice in one mapping")
+	ruleType = newRule("type", "any key",
+		"a value of the wrong type: a string, a whole number, true/false, a mapping or a list as the key takes; null is refused too (leave a key out for its default)")
+	rulePlatform = newRule("platform", "`platform`",
+		"missing, or neither kind nor gke")
+	ruleOtherPlatformSection = newRule("other-platform-section", "`kind`, `gke`",
+		"a non-empty section of the platform the stack does not run on")
+
+	// Versions and the operator chart.
+	rulePinnedVersion = newRule("pinned-version", "`versions.*`",
+		"must be a pinned release (vX.Y.Z; the chart X.Y.Z): not empty, not latest, not a floating tag")
+	ruleOperatorPair = newRule("operator-pair", "`versions.operatorChart`, `versions.operatorImage`",
+		"a kcp-operator chart and image that are not a known pair: the chart's CRDs must match the operator, so they move together")
+	ruleChartRepository = newRule("chart-repository", "`operator.chartRepository`",
+		"must be an https:// Helm repository URL")
+	ruleChartSource = newRule("chart-source", "`operator.chartRepository`, `operator.chartPath`",
+		"both chartRepository and chartPath set (one would be ignored), or an empty chartPath")
+
+	// kcp.
+	ruleShardBaseURL = newRule("shard-base-url", "`kcp.*.shardBaseURL`",
+		shardBaseURLRule)
+	ruleHostname = newRule("hostname", "`kcp.*.hostname`",
+		"must be a valid lower-case DNS name with at least two labels")
+	ruleHostnameIP = newRule("hostname-ip", "`kcp.*.hostname`",
+		"an IP address: Gateway API hostnames are names, and the edge refuses an address")
+	ruleHostnameDistinct = newRule("hostname-distinct", "`kcp.*.hostname`",
+		"two kcp components with the same hostname")
+	ruleReplicas = newRule("replicas", "`kcp.*.replicas`",
+		"must be at least 1: 0 would stop the component (leave the key out for the default 2)")
+	ruleShardName = newRule("shard-name", "`kcp.shards[].name`",
+		fmt.Sprintf("must be a DNS label of at most %d characters (it names the shard, its etcd and its Services)", maxShardName))
+	ruleShardNameRoot = newRule("shard-name-root", "`kcp.shards[].name`",
+		"root, the name of the root shard (kcp.rootShard)")
+	ruleShardNameDistinct = newRule("shard-name-distinct", "`kcp.shards[].name`",
+		"two shards with the same name")
+	ruleRequestTimeout = newRule("request-timeout", "`kcp.requestTimeout`",
+		"must be a duration of at least 60s: streaming verbs are cut when it ends")
+	ruleNameCollision = newRule("name-collision", "`kcp.shards[].name`, `hub.namespace`",
+		"a generated name that another object of the same kind already has: Namespaces, Services and StatefulSets (each in its namespace), edge routes, the operator's Deployments and Services")
+
+	// OIDC.
+	ruleIssuerURL = newRule("issuer-url", "`oidc.issuerURL`",
+		"must be the hub's https:// issuer URL (idp.issuerURL), without query or fragment")
+	ruleClientID = newRule("client-id", "`oidc.clientID`",
+		"must be set to the hub's client ID (idp.clientID)")
+	ruleOIDCFixed = newRule("oidc-fixed", "`oidc.usernameClaim`, `oidc.groupsClaim`, `oidc.usernamePrefix`, `oidc.groupsPrefix`",
+		oidcFixedRule)
+	ruleCASecretName = newRule("ca-secret-name", "`oidc.caSecret.name`",
+		"must name a Secret in kcp-system")
+	ruleCASecretKey = newRule("ca-secret-key", "`oidc.caSecret.key`",
+		"must be a Secret key (a file name)")
+
+	// etcd and where it can run.
+	ruleEtcdMembers = newRule("etcd-members", "`etcd.members`",
+		"must be 1, 3 or 5: etcd needs an odd member count for quorum (1 for a small cluster, 3 per shard in production)")
+	ruleEtcdVolumeSize = newRule("etcd-volume-size", "`etcd.volumeSize`",
+		"must be a size such as 20Gi (Mi, Gi or Ti)")
+	ruleStorageClass = newRule("storage-class", "`etcd.storageClass`",
+		"must name a StorageClass")
+	ruleKindSchedulable = newRule("kind-schedulable", "`etcd.members`, `kind.nodeZones`",
+		"more etcd members than the kind cluster has nodes in distinct zones (kind.nodeZones, default 1 as kind/cluster.yaml creates one node): each member needs a node of its own, and 3 or 5 members spread over that many zones, so the others would stay Pending")
+	ruleKindNodeZones = newRule("kind-node-zones", "`kind.nodeZones`",
+		"must be at least 1: the number of nodes of the kind cluster in distinct topology.kubernetes.io/zone zones")
+	ruleGKEZonesForMembers = newRule("gke-zones-for-members", "`gke.zones`, `etcd.members`",
+		"fewer distinct zones than etcd.members (3 or 5): members are spread one per zone (minDomains)")
+
+	// Network and edge.
+	ruleServiceCIDR = newRule("service-cidr", "`network.serviceCIDR`",
+		"must be the cluster's IPv4 Service range in CIDR form, such as 10.96.0.0/16 (at most /28)")
+	ruleClusterIPAddress = newRule("cluster-ip-address", "`kcp.*.clusterIP`",
+		"must be an IPv4 address")
+	ruleClusterIPRange = newRule("cluster-ip-range", "`kcp.*.clusterIP`",
+		"outside the Service range (network.serviceCIDR; on gke also the range the cluster lookup returns)")
+	ruleClusterIPReserved = newRule("cluster-ip-reserved", "`kcp.*.clusterIP`",
+		fmt.Sprintf("one of the first %d addresses of the Service range, which the cluster reserves (network address, kubernetes API, cluster DNS)", reservedCount))
+	ruleClusterIPBand = newRule("cluster-ip-band", "`kcp.*.clusterIP`",
+		"outside the static band of the Service range (its first min(max(16, size/16), 256) addresses), which the dynamic allocator leaves to fixed addresses")
+	ruleClusterIPDistinct = newRule("cluster-ip-distinct", "`kcp.*.clusterIP`",
+		"two components with the same address")
+	ruleLBTimeout = newRule("lb-timeout", "`loadBalancer.timeout`",
+		"must be a duration of at least 60s: watches and edge tunnels are long-lived and a short timeout closes them (default 1h)")
+
+	// The hub's kubeconfig.
+	ruleHubNamespace = newRule("hub-namespace", "`hub.namespace`",
+		"must be a namespace name other than default and kube-*, which the cluster owns")
+	ruleHubSecretName = newRule("hub-secret-name", "`hub.secretName`",
+		"must be a Secret name (the hub's kcp.external.existingSecret)")
+	ruleHubSecretKey = newRule("hub-secret-key", "`hub.secretKey`",
+		"must be "+HubSecretKey+": the hub chart mounts that key as /kcp-kubeconfig/"+HubSecretKey)
+	ruleHubValidity = newRule("hub-validity", "`hub.kubeconfigValidity`",
+		"must be a duration of at least 1h, such as 8766h")
+	ruleRemintGeneration = newRule("remint-generation", "`hub.remintGeneration`",
+		"must be 0 or more; raise it to mint a new credential")
+
+	// kind.
+	ruleKindContext = newRule("kind-context", "`kind.context`",
+		"must name the kind cluster's kubeconfig context")
+	ruleKindNodePort = newRule("kind-node-port", "`kind.gatewayNodePort`",
+		"must be a NodePort between 30000 and 32767")
+
+	// gke.
+	ruleGKEProject = newRule("gke-project", "`gke.project`",
+		"must be a Google Cloud project ID")
+	ruleGKELocation = newRule("gke-location", "`gke.location`",
+		"must be the region of a regional cluster, such as europe-west1")
+	ruleGKECluster = newRule("gke-cluster", "`gke.cluster`",
+		"must name the existing GKE cluster")
+	ruleGKEZone = newRule("gke-zone", "`gke.zones[]`",
+		"must be a zone of gke.location, such as europe-west1-b")
+	ruleGKEZoneDistinct = newRule("gke-zone-distinct", "`gke.zones[]`",
+		"a zone listed twice")
+	ruleMachineType = newRule("machine-type", "`gke.nodePools.*.machineType`",
+		"must name a machine type")
+	rulePoolMin = newRule("pool-min", "`gke.nodePools.*.minPerZone`",
+		"must be 0 or more")
+	rulePoolMax = newRule("pool-max", "`gke.nodePools.*.maxPerZone`",
+		"must be at least 1 and at least minPerZone")
+	ruleDiskSize = newRule("disk-size", "`gke.nodePools.*.diskSizeGb`",
+		"must be at least 10")
+	ruleCron = newRule("cron", "`gke.snapshots.schedule`, `gke.snapshots.drillSchedule`",
+		"must be a five-field cron schedule such as \"0 * * * *\"")
+	ruleRetention = newRule("retention", "`gke.snapshots.retentionDays`",
+		"must be between 1 and 3650 days")
+	ruleGcloudTag = newRule("gcloud-tag", "`gke.snapshots.gcloudImageTag`",
+		"must be a pinned google-cloud-cli tag such as "+DefaultGcloudImageTag)
+	ruleDNSTTL = newRule("dns-ttl", "`gke.dns.ttl`",
+		fmt.Sprintf("must be between 1 and %d seconds: kube-dns caches answers and a ClusterIP answer should stay short-lived", maxDNSTTL))
+	ruleResponsePolicy = newRule("response-policy", "`gke.dns.existingResponsePolicy`",
+		"must name a Cloud DNS response policy (or be left out to create one)")
+	ruleGatewayClass = newRule("gateway-class", "`gke.gateway.className`",
+		"must name a GKE GatewayClass")
+	ruleGatewayCertificate = newRule("gateway-certificate", "`gke.gateway`",
+		"must set exactly one of certificateSecret and certManagerClusterIssuer for the HTTPS listeners")
+)
