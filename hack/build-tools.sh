@@ -25,11 +25,17 @@
 #   kwok        kwok (go install at an exact version)
 #   pulumi      pulumi CLI (tools/pulumi)
 #   provider    pulumi-resource-kubernetes (tools/provider; needs ~5 GB of memory)
+#   kcp-operator  kcp-operator, built from the kcp-operator source kept in
+#               ../shared/thirdparty (GOFLAGS=-mod=readonly; never copied here)
+#   cert-manager  cert-manager's controller, from ../shared/thirdparty the same way
+#   envoy-gateway envoy-gateway control plane (go install at an exact version)
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
 #                         binaries go to <root>/<name>-<version>/
 #   RAILGRID_ETCD_FROM    apt (default) or source
+#   RAILGRID_THIRDPARTY_DIR  upstream sources of the controllers (default
+#                         ../shared/thirdparty from the repository root)
 #
 # Build logs go to stderr; stdout carries only the paths or export lines.
 set -euo pipefail
@@ -37,11 +43,16 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/tools"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd actionlint kwok pulumi provider)
+ALL_GROUPS=(kube etcd actionlint kwok pulumi provider kcp-operator cert-manager envoy-gateway)
+THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
 ACTIONLINT_VERSION=v1.7.12
 KWOK_VERSION=v0.8.0
+ENVOY_GATEWAY_VERSION=v1.9.0
+# The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
+# (its README); the source carries no version of its own, so the pin lives here.
+KCP_OPERATOR_VERSION=406169b
 # Version the Kubernetes provider reports to the Pulumi engine; matches the
 # github.com/pulumi/pulumi-kubernetes/sdk/v4 version the program uses.
 PROVIDER_SERVE_VERSION=4.32.0
@@ -85,6 +96,12 @@ group_info() {
       VERSION=$(modver "$TOOLS/provider" github.com/pulumi/pulumi-kubernetes/provider/v4)
       VERSION=v$PROVIDER_SERVE_VERSION-${VERSION##*-}
       BINS=(pulumi-resource-kubernetes) ;;
+    kcp-operator) NAME=kcp-operator; VERSION=$KCP_OPERATOR_VERSION; BINS=(kcp-operator) ;;
+    cert-manager)
+      NAME=cert-manager-controller
+      VERSION=$(modver "$THIRDPARTY/cert-manager-controller" github.com/cert-manager/cert-manager)
+      BINS=(cert-manager-controller) ;;
+    envoy-gateway) NAME=envoy-gateway; VERSION=$ENVOY_GATEWAY_VERSION; BINS=(envoy-gateway) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
 }
@@ -131,6 +148,21 @@ go_install() { # out module/pkg@version
 }
 build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
 build_kwok() { go_install "$1" "sigs.k8s.io/kwok/cmd/kwok@$VERSION"; }
+
+build_envoy-gateway() { go_install "$1" "github.com/envoyproxy/gateway/cmd/envoy-gateway@$VERSION"; }
+
+# thirdparty_build SRC PKG OUT: build from the read-only upstream copy without
+# touching its go.mod/go.sum.
+thirdparty_build() {
+  [[ -f $THIRDPARTY/$1/go.mod ]] || die "no $1 source in $THIRDPARTY (set RAILGRID_THIRDPARTY_DIR)"
+  (cd "$THIRDPARTY/$1" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$3" "$2")
+}
+build_kcp-operator() {
+  grep -q '^module github.com/kcp-dev/kcp-operator$' "$THIRDPARTY/kcp-operator/go.mod" ||
+    die "$THIRDPARTY/kcp-operator is not the kcp-operator module"
+  thirdparty_build kcp-operator ./cmd/operator "$1/kcp-operator"
+}
+build_cert-manager() { thirdparty_build cert-manager-controller . "$1/cert-manager-controller"; }
 
 build_pulumi() {
   local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$VERSION"
@@ -219,6 +251,8 @@ check_group() {
     case $b in
       actionlint) out=$("$dir/$b" -version) ;;
       pulumi) out=$(PULUMI_SKIP_UPDATE_CHECK=true "$dir/$b" version) ;;
+      kcp-operator|cert-manager-controller) out=$("$dir/$b" --help 2>&1 | head -1) ;;
+      envoy-gateway) out=$("$dir/$b" version) ;;
       pulumi-resource-kubernetes)
         # Started without an engine address, a provider serves gRPC on a free
         # port and prints the port on stdout.
@@ -266,7 +300,7 @@ main() {
   if [[ $cmd == list ]]; then
     for g in "${GROUPS_SEL[@]}"; do
       group_info "$g"
-      printf '%-11s %-40s %s\n' "$g" "$NAME-$VERSION" "${BINS[*]}"
+      printf '%-13s %-40s %s\n' "$g" "$NAME-$VERSION" "${BINS[*]}"
     done
     return
   fi
