@@ -247,7 +247,9 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		t.Logf("%d objects written by the Kubernetes provider in the cluster, all in the offline plan", seen)
 		// The search can fail: a stray object of a planned kind, written by a
 		// pulumi-kubernetes field manager, shows up.
-		stray := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "railgrid-e2e-stray", Namespace: components.NamespaceKcp}}
+		// (With data: the API server keeps no managedFields entry for an empty field set.)
+		stray := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "railgrid-e2e-stray", Namespace: components.NamespaceKcp},
+			Data: map[string]string{"stray": "true"}}
 		if _, err := e.c.kube.CoreV1().ConfigMaps(components.NamespaceKcp).Create(ctx, stray, metav1.CreateOptions{FieldManager: pulumiManager + "-e2e-stray"}); err != nil {
 			t.Fatal(err)
 		}
