@@ -21,10 +21,9 @@
 // with Ctrl-C while it waits for the root shard converges when run again.
 //
 // hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
-// provider kcp-operator cert-manager envoy-gateway) and runs the test. The binaries are
-// looked up on PATH: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok,
-// pulumi, pulumi-resource-kubernetes, kcp-operator, cert-manager-controller and
-// envoy-gateway. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
+// provider kcp-operator cert-manager) and runs the test. The binaries are looked up on
+// PATH: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, pulumi,
+// pulumi-resource-kubernetes, kcp-operator and cert-manager-controller. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
 // `go test -short` skips it. The upstream CRDs are read from ../shared/reference/crds
 // relative to the repository root, or from RAILGRID_CRDS_DIR; the operator's chart and RBAC
 // from ../shared/thirdparty or RAILGRID_THIRDPARTY_DIR; kwok's stages from the

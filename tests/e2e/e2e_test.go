@@ -67,8 +67,8 @@ func TestKindStackEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-30*time.Second))
 	t.Cleanup(cancel)
 	started := time.Now()
-	t.Logf("binaries: %s, %s, %s, %s, %s, %s, %s, %s, %s, %s", bins.kubeAPIServer, bins.kubeControllerManager, bins.kubeScheduler,
-		bins.etcd, bins.kwok, bins.pulumi, bins.provider, bins.kcpOperator, bins.certManager, bins.envoyGateway)
+	t.Logf("binaries: %s, %s, %s, %s, %s, %s, %s, %s, %s", bins.kubeAPIServer, bins.kubeControllerManager, bins.kubeScheduler,
+		bins.etcd, bins.kwok, bins.pulumi, bins.provider, bins.kcpOperator, bins.certManager)
 
 	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ctx, bins, src) })
 	t.Run("interrupted-up", func(t *testing.T) { interruptedUp(t, ctx, bins, src) })

@@ -38,8 +38,8 @@ const loopback = "127.0.0.1"
 type binaries struct {
 	kubeAPIServer, kubeControllerManager, kubeScheduler string
 	etcd, kwok, pulumi, provider                        string
-	// The real controllers: kcp-operator, cert-manager's controller, Envoy Gateway.
-	kcpOperator, certManager, envoyGateway string
+	// The real controllers: kcp-operator and cert-manager's controller.
+	kcpOperator, certManager string
 }
 
 // findBinaries looks every executable up on PATH. A missing one fails the test: an e2e
@@ -65,11 +65,10 @@ func findBinaries(t *testing.T) binaries {
 		provider:              find("pulumi-resource-kubernetes"),
 		kcpOperator:           find("kcp-operator"),
 		certManager:           find("cert-manager-controller"),
-		envoyGateway:          find("envoy-gateway"),
 	}
 	if len(missing) > 0 {
 		t.Fatalf("the e2e test needs %s on PATH.\nBuild them and run the test with hack/e2e.sh "+
-			"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager envoy-gateway)\"); set %s=1 to skip this test",
+			"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager)\"); set %s=1 to skip this test",
 			strings.Join(missing, ", "), envSkip)
 	}
 	return b
