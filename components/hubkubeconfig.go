@@ -58,26 +58,27 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 	}
 	cfg := args.Config
 	generation := strconv.Itoa(cfg.Hub.RemintGeneration)
+	objectName := KubeconfigObjectName(cfg.Hub.RemintGeneration)
 	spec := kcpapi.KubeconfigSpec{
 		Username:  KubeconfigUsername,
 		Groups:    []string{KubeconfigAdminGroup},
 		Validity:  cfg.Hub.KubeconfigValidity,
-		SecretRef: kcpapi.LocalObjectReference{Name: KubeconfigName},
+		SecretRef: kcpapi.LocalObjectReference{Name: objectName},
 		Target:    kcpapi.KubeconfigTarget{FrontProxyRef: &kcpapi.LocalObjectReference{Name: args.FrontProxy.Name}},
-		// A new generation changes the certificate's subject, so cert-manager issues a new
-		// certificate; kcp authenticates on CN and O only, so access is unchanged.
+		// The generation in the subject tells credentials apart; kcp authenticates on CN
+		// and O only, so access is unchanged.
 		CertificateTemplate: &kcpapi.CertificateTemplate{Spec: kcpapi.CertificateSpecTemplate{
 			Subject: &kcpapi.X509Subject{OrganizationalUnits: []string{"railgrid-kcp-mint-" + generation}},
 		}},
 	}
-	kubeconfig, err := newKcpObject(ctx, name, kcpapi.KindKubeconfig, KubeconfigName, spec,
+	// A re-mint renames the object (KubeconfigObjectName), which replaces it: the new
+	// object is created and waited on until Available, the hub Secret is updated from
+	// its Secret, and only then is the previous generation's object deleted, so the hub
+	// Secret never points at a credential that is not there yet.
+	kubeconfig, err := newKcpObject(ctx, name, kcpapi.KindKubeconfig, objectName, spec,
 		map[string]string{AnnotationRemint: generation},
 		pulumi.Parent(h),
-		pulumi.DependsOn([]pulumi.Resource{args.FrontProxy.FrontProxy}),
-		// A re-mint replaces the object, so the wait for Available holds the hub Secret
-		// back until the operator has written the new credential.
-		pulumi.ReplaceOnChanges([]string{"metadata.annotations"}),
-		pulumi.DeleteBeforeReplace(true))
+		pulumi.DependsOn([]pulumi.Resource{args.FrontProxy.FrontProxy}))
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 	// once the Secret is written. Secret all the way: the read keeps data secret, and the
 	// Kubernetes SDK wraps every Secret's data in a Pulumi secret.
 	encoded := kubeconfig.ID().ApplyT(func(pulumi.ID) (pulumi.StringOutput, error) {
-		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(NamespaceKcp+"/"+KubeconfigName), nil,
+		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(NamespaceKcp+"/"+objectName), nil,
 			pulumi.Parent(h), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
 		if err != nil {
 			return pulumi.StringOutput{}, err

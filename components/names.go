@@ -21,7 +21,9 @@ const (
 	SelfSignedIssuer    = "selfsigned"
 
 	// kcp objects named by the design document.
-	FrontProxyName      = naming.FrontProxyName
+	FrontProxyName = naming.FrontProxyName
+	// KubeconfigName is the Kubeconfig object (and its Secret) of re-mint generation 0;
+	// later generations use KubeconfigObjectName.
 	KubeconfigName      = "kcp-kubeconfig-frontproxy"
 	KubeconfigSecretKey = "kubeconfig"
 	KubeconfigUsername  = "kcp-admin"
@@ -101,3 +103,18 @@ func EtcdPeerURL(shard string, ordinal int) string {
 // ShardVirtualWorkspaceURL is what APIExportEndpointSlices advertise for a shard: the
 // only kcp URL that goes on a public hostname.
 func ShardVirtualWorkspaceURL(hostname string) string { return "https://" + hostname }
+
+// KubeconfigObjectName is the name of the Kubeconfig object, and of the Secret the
+// operator writes for it, of a re-mint generation. Each generation gets a name of its
+// own because the operator names the client Certificate after the Kubeconfig
+// (kubeconfig-cert-<name>) and copies whatever that Certificate's Secret holds the
+// moment it is Ready: re-creating an object of the same name finds the previous
+// generation's Certificate Ready and hands back the previous credential, while a new
+// name makes cert-manager issue a new Certificate from scratch, so the Secret the
+// operator writes can only hold a credential issued for this generation.
+func KubeconfigObjectName(generation int) string {
+	if generation == 0 {
+		return KubeconfigName
+	}
+	return fmt.Sprintf("%s-remint-%d", KubeconfigName, generation)
+}

@@ -33,6 +33,10 @@
 #               ../shared/thirdparty/pulumi-language-go (read-only, -mod=readonly);
 #               its version is the pulumi SDK it requires plus a hash of that source
 #               (measured: 10 min cold on 2 cores under heavy load)
+#   kcp-operator  kcp-operator, built from the kcp-operator source kept in
+#               ../shared/thirdparty (GOFLAGS=-mod=readonly; never copied here)
+#   cert-manager  cert-manager's controller, from ../shared/thirdparty the same way
+#   envoy-gateway envoy-gateway control plane (go install at an exact version)
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -40,6 +44,8 @@
 #   RAILGRID_ETCD_FROM    apt (default) or source
 #   RAILGRID_LANGHOST_SRC source of the langhost group (default ../shared/thirdparty/
 #                         pulumi-language-go beside the repository)
+#   RAILGRID_THIRDPARTY_DIR  upstream sources of the controllers (default
+#                         ../shared/thirdparty from the repository root)
 #
 # Build logs go to stderr; stdout carries only the paths or export lines.
 set -euo pipefail
@@ -47,12 +53,17 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/tools"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs)
+ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway)
+THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
 ACTIONLINT_VERSION=v1.7.12
 KWOK_VERSION=v0.8.0
 FAKEGCS_VERSION=v1.56.1
+ENVOY_GATEWAY_VERSION=v1.9.0
+# The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
+# (its README); the source carries no version of its own, so the pin lives here.
+KCP_OPERATOR_VERSION=406169b
 # Version the Kubernetes provider reports to the Pulumi engine; matches the
 # github.com/pulumi/pulumi-kubernetes/sdk/v4 version the program uses.
 PROVIDER_SERVE_VERSION=4.32.0
@@ -113,6 +124,12 @@ group_info() {
       [[ -f $LANGHOST_SRC/go.mod ]] || die "langhost: no Go language host source in $LANGHOST_SRC (set RAILGRID_LANGHOST_SRC)"
       VERSION=$(modver "$LANGHOST_SRC" github.com/pulumi/pulumi/sdk/v3)-$(source_hash "$LANGHOST_SRC")
       BINS=(pulumi-language-go) ;;
+    kcp-operator) NAME=kcp-operator; VERSION=$KCP_OPERATOR_VERSION; BINS=(kcp-operator) ;;
+    cert-manager)
+      NAME=cert-manager-controller
+      VERSION=$(modver "$THIRDPARTY/cert-manager-controller" github.com/cert-manager/cert-manager)
+      BINS=(cert-manager-controller) ;;
+    envoy-gateway) NAME=envoy-gateway; VERSION=$ENVOY_GATEWAY_VERSION; BINS=(envoy-gateway) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
 }
@@ -169,6 +186,21 @@ build_etcdtools() {
     (cd "$TOOLS/etcdtools" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$out/$bin" "$pkg")
   done
 }
+
+build_envoy-gateway() { go_install "$1" "github.com/envoyproxy/gateway/cmd/envoy-gateway@$VERSION"; }
+
+# thirdparty_build SRC PKG OUT: build from the read-only upstream copy without
+# touching its go.mod/go.sum.
+thirdparty_build() {
+  [[ -f $THIRDPARTY/$1/go.mod ]] || die "no $1 source in $THIRDPARTY (set RAILGRID_THIRDPARTY_DIR)"
+  (cd "$THIRDPARTY/$1" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$3" "$2")
+}
+build_kcp-operator() {
+  grep -q '^module github.com/kcp-dev/kcp-operator$' "$THIRDPARTY/kcp-operator/go.mod" ||
+    die "$THIRDPARTY/kcp-operator is not the kcp-operator module"
+  thirdparty_build kcp-operator ./cmd/operator "$1/kcp-operator"
+}
+build_cert-manager() { thirdparty_build cert-manager-controller . "$1/cert-manager-controller"; }
 
 build_pulumi() {
   local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$VERSION"
@@ -266,6 +298,8 @@ check_group() {
       fake-gcs-server) out=$("$dir/$b" -help 2>&1 | head -n 1 || true) ;;
       pulumi) out=$(PULUMI_SKIP_UPDATE_CHECK=true "$dir/$b" version) ;;
       pulumi-language-go) out=$("$dir/$b" -version) ;;
+      kcp-operator|cert-manager-controller) out=$("$dir/$b" --help 2>&1 | head -1) ;;
+      envoy-gateway) out=$("$dir/$b" version) ;;
       pulumi-resource-kubernetes)
         # Started without an engine address, a provider serves gRPC on a free
         # port and prints the port on stdout.
@@ -313,7 +347,7 @@ main() {
   if [[ $cmd == list ]]; then
     for g in "${GROUPS_SEL[@]}"; do
       group_info "$g"
-      printf '%-11s %-40s %s\n' "$g" "$NAME-$VERSION" "${BINS[*]}"
+      printf '%-13s %-40s %s\n' "$g" "$NAME-$VERSION" "${BINS[*]}"
     done
     return
   fi

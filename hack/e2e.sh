@@ -2,21 +2,25 @@
 # Runs the kind stack end to end under the real Pulumi engine and Kubernetes provider,
 # offline (tests/e2e): builds what it needs with hack/build-tools.sh (kube-apiserver,
 # kube-controller-manager, kube-scheduler, etcd, kwok, the pulumi CLI and the
-# pulumi-resource-kubernetes plugin; the first build of the CLI and the plugin takes
-# about ten minutes each), puts them on PATH and runs the test.
+# pulumi-resource-kubernetes plugin, and the real controllers: kcp-operator and
+# cert-manager's controller from ../shared/thirdparty; the first
+# build of the CLI and the plugin takes about ten minutes each), puts them on PATH and
+# runs the test.
 #
 # Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run 'TestKindStackEndToEnd/lifecycle'
 #
 # Environment (see tests/e2e/doc.go):
 #   RAILGRID_CRDS_DIR     CRD directory (default: ../shared/reference/crds from the repository root)
+#   RAILGRID_THIRDPARTY_DIR  upstream sources and the operator's chart (default: ../shared/thirdparty)
 #   RAILGRID_TOOLS_CACHE  where hack/build-tools.sh keeps the binaries
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-eval "$("$ROOT/hack/build-tools.sh" env kube etcd kwok pulumi provider)"
-for bin in kube-apiserver kube-controller-manager kube-scheduler etcd kwok pulumi pulumi-resource-kubernetes; do
+eval "$("$ROOT/hack/build-tools.sh" env kube etcd kwok pulumi provider kcp-operator cert-manager)"
+for bin in kube-apiserver kube-controller-manager kube-scheduler etcd kwok pulumi pulumi-resource-kubernetes \
+  kcp-operator cert-manager-controller; do
   command -v "$bin" >/dev/null || { echo "e2e: $bin not found after build" >&2; exit 1; }
 done
 

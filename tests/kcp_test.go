@@ -307,21 +307,31 @@ func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 	}
 }
 
-// Re-minting from config replaces the Kubeconfig object and changes the certificate.
+// Re-minting from config replaces the Kubeconfig object with one of a new name (and
+// Secret), so that cert-manager issues a new Certificate for it; generation 0 keeps the
+// design document's name.
 func TestRemintGenerationReplacesTheKubeconfig(t *testing.T) {
 	rec := runStack(t, "kind")
 	kc := object(t, rec, "Kubeconfig", components.KubeconfigName)
-	require.True(t, kc.DeleteBeforeReplace)
-	require.Contains(t, kc.ReplaceOnChanges, "metadata.annotations")
+	require.False(t, kc.DeleteBeforeReplace, "the new generation is created before the old one is deleted")
 	require.Equal(t, "0", getString(t, inputs(kc), "metadata.annotations.railgrid\\.io/remint-generation"))
+	require.Equal(t, components.KubeconfigName, getString(t, inputs(kc), "spec.secretRef.name"))
 
 	values := stackValues(t, "kind")
 	setIn(values, "hub", "remintGeneration", 3)
 	rec3, err := runValues(t, "kind", values, mockstack.Options{})
 	require.NoError(t, err)
-	kc3 := inputs(object(t, rec3, "Kubeconfig", components.KubeconfigName))
+	name3 := components.KubeconfigObjectName(3)
+	require.Equal(t, components.KubeconfigName+"-remint-3", name3)
+	kc3obj := object(t, rec3, "Kubeconfig", name3)
+	require.Equal(t, kc.URN, kc3obj.URN, "same resource, so the engine replaces it")
+	kc3 := inputs(kc3obj)
 	require.Equal(t, "3", getString(t, kc3, "metadata.annotations.railgrid\\.io/remint-generation"))
+	require.Equal(t, name3, getString(t, kc3, "spec.secretRef.name"))
 	require.Equal(t, []string{"railgrid-kcp-mint-3"}, stringList(t, kc3, "spec.certificateTemplate.spec.subject.organizationalUnits"))
+	minted, ok := rec3.Find("kubernetes:core/v1:Secret", "railgrid-kcp-hub-minted")
+	require.True(t, ok)
+	require.Equal(t, components.NamespaceKcp+"/"+name3, minted.ReadID)
 }
 
 // What holds data survives `pulumi destroy` and renames.

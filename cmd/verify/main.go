@@ -88,6 +88,9 @@ config from Pulumi.<stack>.yaml in the current directory:
                   Service and its client certificate is valid; expiring within
                   -min-validity-days is a warning (a failure with -strict)
 
+A check named by -skip (e.g. -skip split-horizon,ingress -skip-reason "no pods run here") is not
+run and is reported as skipped with the reason: never as passed.
+
 Exit status: 0 nothing failed, 1 a check failed, 2 bad usage, config or kubeconfig.
 
 Flags:
@@ -105,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		timeout     = flags.Duration("timeout", verify.DefaultTimeout, "time limit of each check")
 		interval    = flags.Duration("interval", verify.DefaultInterval, "pause between attempts of the checks that wait (rollout, ingress)")
 		checkList   = flags.String("checks", "all", "comma-separated checks to run: "+strings.Join(verify.CheckNames, ","))
+		skipList    = flags.String("skip", "", "comma-separated checks not to run; each is reported as skipped (with -skip-reason), never as passed")
+		skipReason  = flags.String("skip-reason", "skipped on request (-skip)", "the reason reported for each check named by -skip")
 		ingressAddr = flags.String("ingress-address", "", "host:port to dial for the ingress checks instead of resolving the hostnames (default for the kind stack: "+KindIngressAddress+")")
 		insecure    = flags.Bool("insecure-skip-tls-verify", false, "do not verify the ingress's server certificates")
 		caFile      = flags.String("ca-file", "", "PEM CA bundle to verify the ingress's server certificates with instead of the system roots (for the kind stack, kcp's CA from the hub kubeconfig is trusted by default)")
@@ -146,6 +151,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	skip := map[string]string{}
+	if strings.TrimSpace(*skipList) != "" {
+		skipped, err := verify.ParseCheckNames(*skipList)
+		if err != nil {
+			return usageErr("-skip: %v", err)
+		}
+		if strings.TrimSpace(*skipReason) == "" {
+			return usageErr("-skip-reason must not be empty")
+		}
+		for _, name := range skipped {
+			skip[name] = *skipReason
+		}
+	}
+	// What actually runs: the selected checks minus the skipped ones.
+	running := slices.DeleteFunc(slices.Clone(names), func(n string) bool { _, s := skip[n]; return s })
 
 	path := *configFile
 	if path == "" {
@@ -172,12 +192,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		MinValidity:   time.Duration(*minDays) * 24 * time.Hour,
 		DNSCheckImage: *dnsImage,
 		Now:           d.now,
+		Skip:          skip,
 	}
 	if *minDays == 0 {
 		opts.MinValidity = time.Nanosecond // only an expired certificate counts
 	}
 	usedContext := ""
-	if needsCluster(names) {
+	if needsCluster(running) {
 		ctxName := *kubeContext
 		if ctxName == "" && cfg.Platform == config.PlatformKind && cfg.Kind != nil {
 			ctxName = cfg.Kind.Context
@@ -190,7 +211,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		opts.Kube, opts.Dynamic, usedContext = kube, dyn, used
 		opts.Pods = d.pods(kube, *podNS)
 	}
-	if slices.Contains(names, verify.CheckIngress) {
+	if slices.Contains(running, verify.CheckIngress) {
 		httpOpts := verify.HTTPOptions{Address: *ingressAddr, CAFile: *caFile, InsecureSkipVerify: *insecure}
 		if cfg.Platform == config.PlatformKind {
 			if httpOpts.Address == "" {

@@ -250,3 +250,44 @@ func TestVerifyKindIngressDefaults(t *testing.T) {
 		t.Errorf("exit %d, HTTP options %+v", code, got)
 	}
 }
+
+// -skip reports the named checks as skipped with the reason, never as passed, and does
+// not run them: a broken edge and a DNS probe that would fail change nothing.
+func TestVerifySkipReportsSkippedChecksWithTheReason(t *testing.T) {
+	edge := verifytest.HealthyEdge()
+	edge.ShardAPIStatus = http.StatusUnauthorized // the ingress check would fail
+	h := newHarness(t, edge)
+	code, stdout, stderr := h.run(h.fullArgs("-skip", "split-horizon,ingress", "-skip-reason", "no pods run in the simulated cluster", "-json")...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	var report verify.Report
+	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
+	}
+	skipped := map[string]string{}
+	for _, r := range report.Results {
+		switch {
+		case r.Status == verify.StatusSkip:
+			skipped[r.Check] = r.Message
+		case r.Check == verify.CheckSplitHorizon || r.Check == verify.CheckIngress:
+			t.Errorf("skipped check %s ran: %+v", r.Check, r)
+		}
+	}
+	want := "skipped: no pods run in the simulated cluster"
+	if len(skipped) != 2 || skipped[verify.CheckSplitHorizon] != want || skipped[verify.CheckIngress] != want {
+		t.Errorf("skipped results %v, want split-horizon and ingress with %q", skipped, want)
+	}
+	if report.Summary.Skip != 2 || report.Summary.Fail != 0 || report.Summary.Pass == 0 {
+		t.Errorf("summary %+v", report.Summary)
+	}
+
+	code, stdout, _ = h.run(h.fullArgs("-skip", "ingress")...)
+	if code != exitOK || !strings.Contains(stdout, "- ingress        check ingress: skipped: skipped on request (-skip)") ||
+		!strings.Contains(stdout, ", 1 skipped (not verified)") {
+		t.Errorf("exit %d, text output:\n%s", code, stdout)
+	}
+	if code, _, stderr := h.run(h.fullArgs("-skip", "nope")...); code != exitUsage || !strings.Contains(stderr, `unknown check "nope"`) {
+		t.Errorf("-skip nope: exit %d, %s", code, stderr)
+	}
+}

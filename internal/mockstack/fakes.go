@@ -66,7 +66,7 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 	}
 	switch args.TypeToken {
 	case "kubernetes:core/v1:Secret":
-		if args.ID == components.NamespaceKcp+"/"+components.KubeconfigName {
+		if strings.HasPrefix(args.ID, components.NamespaceKcp+"/"+components.KubeconfigName) {
 			kubeconfig, err := fakeKubeconfig(validity)
 			if err != nil {
 				return "", nil, nil, err

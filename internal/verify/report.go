@@ -34,6 +34,8 @@ func (s Status) Symbol() string {
 		return "✓"
 	case StatusWarn:
 		return "⚠"
+	case StatusSkip:
+		return "-"
 	default:
 		return "✗"
 	}
@@ -50,7 +52,11 @@ func (r Report) WriteText(w io.Writer) error {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	_, err := fmt.Fprintf(w, "%s: %d passed, %d warning(s), %d failed\n", verdict, r.Summary.Pass, r.Summary.Warn, r.Summary.Fail)
+	skipped := ""
+	if r.Summary.Skip > 0 {
+		skipped = fmt.Sprintf(", %d skipped (not verified)", r.Summary.Skip)
+	}
+	_, err := fmt.Fprintf(w, "%s: %d passed, %d warning(s), %d failed%s\n", verdict, r.Summary.Pass, r.Summary.Warn, r.Summary.Fail, skipped)
 	return err
 }
 

@@ -76,7 +76,7 @@ func rolloutTargets(cfg *config.Config) ([]workload, []kcpObject) {
 	}
 	objs = append(objs,
 		kcpObject{kind: "FrontProxy", gvr: GVRFrontProxy, name: components.FrontProxyName},
-		kcpObject{kind: "Kubeconfig", gvr: GVRKubeconfig, name: components.KubeconfigName},
+		kcpObject{kind: "Kubeconfig", gvr: GVRKubeconfig, name: components.KubeconfigObjectName(cfg.Hub.RemintGeneration)},
 	)
 	return w, objs
 }

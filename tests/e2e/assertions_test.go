@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -88,8 +89,9 @@ func checkOrder(t *testing.T, p rendered, log *eventLog) {
 	t.Logf("order:%s", indent(timeline))
 }
 
-// checkHubSecret checks the hub Secret against a minted credential and the stack outputs.
-func checkHubSecret(t *testing.T, ctx context.Context, e *env, p rendered, minted mintRecord) {
+// checkHubSecret checks the hub Secret against the credential the operator wrote and the
+// stack outputs.
+func checkHubSecret(t *testing.T, ctx context.Context, e *env, p rendered, minted credential) {
 	t.Helper()
 	hub := p.cfg.Hub
 	secret, err := e.c.kube.CoreV1().Secrets(hub.Namespace).Get(ctx, hub.SecretName, metav1.GetOptions{})
@@ -105,7 +107,7 @@ func checkHubSecret(t *testing.T, ctx context.Context, e *env, p rendered, minte
 	}
 	got := secret.Data[hub.SecretKey]
 	if !bytes.Equal(got, minted.Kubeconfig) {
-		t.Errorf("the hub Secret's %s is not the kubeconfig the operator minted last (generation %d, %s)", hub.SecretKey, minted.Generation, minted.Marker)
+		t.Errorf("the hub Secret's %s is not the kubeconfig the operator wrote into %s (serial %x)", hub.SecretKey, minted.Secret, minted.Cert.SerialNumber)
 	}
 	facts, err := parseMinted(got)
 	if err != nil {
@@ -119,7 +121,7 @@ func checkHubSecret(t *testing.T, ctx context.Context, e *env, p rendered, minte
 		t.Errorf("the hub credential is CN=%s O=%v, want CN=%s and O %s", facts.cn, facts.orgs, components.KubeconfigUsername, components.KubeconfigAdminGroup)
 	}
 	validity := p.cfg.KubeconfigValidity()
-	if d := minted.NotAfter.Sub(minted.At); d < validity-2*time.Minute || d > validity+2*time.Minute {
+	if d := minted.Cert.NotAfter.Sub(minted.Cert.NotBefore); d < validity-2*time.Minute || d > validity+2*time.Minute {
 		t.Errorf("the hub credential is valid for %s, want %s", d, validity)
 	}
 	outs, err := e.stack.stack.Outputs(ctx)
@@ -144,7 +146,7 @@ func checkHubSecret(t *testing.T, ctx context.Context, e *env, p rendered, minte
 // checkNoPlaintext checks that `pulumi stack export` holds none of the minted
 // credentials in plaintext (nor base64 of it, at any depth), while it does hold the hub
 // Secret, encrypted.
-func checkNoPlaintext(t *testing.T, ctx context.Context, e *env, mints []mintRecord) {
+func checkNoPlaintext(t *testing.T, ctx context.Context, e *env, mints []credential) {
 	t.Helper()
 	d := e.stack.export(ctx)
 	var needles []string
@@ -159,7 +161,7 @@ func checkNoPlaintext(t *testing.T, ctx context.Context, e *env, mints []mintRec
 	// (base64 of the kubeconfig) has to light up.
 	probe := fmt.Sprintf(`{"data":{"admin.kubeconfig":%q}}`, base64.StdEncoding.EncodeToString(mints[len(mints)-1].Kubeconfig))
 	if len(leakSearch([]byte(probe), mints[len(mints)-1].Marker)) == 0 {
-		t.Fatalf("the leak search does not find the marker in the hub Secret's own data; it proves nothing")
+		t.Fatalf("the leak search does not find the certificate's serial in the hub Secret's own data; it proves nothing")
 	}
 	leaked := false
 	if leaks := leakSearch(d.raw, needles...); len(leaks) > 0 {
@@ -379,16 +381,26 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 		components.RootShardDeployment(config.RootShardName), config.RootShardName + "-proxy",
 		components.ShardDeployment("alpha"), components.FrontProxyDeployment(components.FrontProxyName),
 	} {
-		d, err := c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		// The up does not wait for these rollouts (the operator reports Available
+		// from stale replica counts, see upgradeOrder.report): wait for them here.
+		start := time.Now()
+		var d *appsv1.Deployment
+		err := waitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
+			var err error
+			d, err = c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && d.Spec.Template.Spec.Containers[0].Image == want && deploymentReady(d.Generation, d.Status, d.Spec.Replicas), nil
+		})
+		if d == nil {
 			t.Errorf("Deployment %s: %v", name, err)
 			continue
 		}
 		if got := d.Spec.Template.Spec.Containers[0].Image; got != want {
 			t.Errorf("Deployment %s runs %s, want %s", name, got, want)
 		}
-		if !deploymentReady(d.Generation, d.Status, d.Spec.Replicas) {
-			t.Errorf("Deployment %s has not rolled out", name)
+		if err != nil {
+			t.Errorf("Deployment %s has not rolled out: %v", name, err)
+		} else if waited := time.Since(start); waited > time.Second {
+			t.Logf("Deployment %s finished rolling out %s after the up", name, waited.Round(100*time.Millisecond))
 		}
 	}
 }
@@ -458,23 +470,30 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 	}
 	var removed []string
 	for _, g := range gone {
-		names, err := countObjects(ctx, c, g.gvr, g.ns)
-		if err != nil {
-			t.Errorf("listing %s: %v", g.what, err)
-			continue
-		}
 		var left []string
-		for _, n := range names {
-			short := n[strings.LastIndex(n, "/")+1:]
-			if g.name == "" || short == g.name {
-				left = append(left, n)
+		var listErr error
+		// What the operator created (Deployments, owned by its Compiled* objects) goes
+		// by garbage collection after destroy returns: give it a while, then fail.
+		_ = waitFor(ctx, 90*time.Second, nil, func() (bool, error) {
+			names, err := countObjects(ctx, c, g.gvr, g.ns)
+			left, listErr = nil, err
+			for _, n := range names {
+				short := n[strings.LastIndex(n, "/")+1:]
+				if g.name == "" || short == g.name {
+					left = append(left, n)
+				}
 			}
-		}
-		if g.gvr == namespaceGVR && len(left) > 0 {
-			// A namespace that is terminating is being removed.
-			if ns, err := c.kube.CoreV1().Namespaces().Get(ctx, g.name, metav1.GetOptions{}); err == nil && ns.DeletionTimestamp != nil {
-				left = nil
+			if g.gvr == namespaceGVR && len(left) > 0 {
+				// A namespace that is terminating is being removed.
+				if ns, err := c.kube.CoreV1().Namespaces().Get(ctx, g.name, metav1.GetOptions{}); err == nil && ns.DeletionTimestamp != nil {
+					left = nil
+				}
 			}
+			return err == nil && len(left) == 0, nil
+		})
+		if listErr != nil {
+			t.Errorf("listing %s: %v", g.what, listErr)
+			continue
 		}
 		if len(left) > 0 {
 			t.Errorf("destroy left %s %v", g.what, left)
@@ -534,11 +553,20 @@ func checkExactlyOnce(t *testing.T, ctx context.Context, e *env, d deployment) {
 		{"Service", serviceGVR, components.NamespaceKcp}, {"Service", serviceGVR, components.NamespaceEtcd},
 		{"StatefulSet", statefulSetGVR, components.NamespaceEtcd},
 	} {
-		names, err := countObjects(ctx, e.c, l.gvr, l.ns)
+		// Only what the Kubernetes provider wrote: the operator creates Services of its
+		// own (root-kcp, ...) in kcp-system.
+		list, err := e.c.dyn.Resource(l.gvr).Namespace(l.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range names {
+		for _, o := range list.Items {
+			if !managedByPulumi(&o) {
+				continue
+			}
+			n := o.GetName()
+			if o.GetNamespace() != "" {
+				n = o.GetNamespace() + "/" + n
+			}
 			if inState[l.kind+" "+n] != 1 {
 				t.Errorf("%s %s is in the cluster but not in the state (orphaned)", l.kind, n)
 			}

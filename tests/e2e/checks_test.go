@@ -125,6 +125,76 @@ func comparePlan(ctx context.Context, c *cluster, objects []plan.Object) ([]stri
 	return problems, checked, nil
 }
 
+// pulumiManager is the prefix of the field manager the Kubernetes provider writes every
+// object it creates or patches with (server-side apply: pulumi-kubernetes-<id>).
+const pulumiManager = "pulumi-kubernetes"
+
+func managedByPulumi(o *unstructured.Unstructured) bool {
+	for _, m := range o.GetManagedFields() {
+		if strings.HasPrefix(m.Manager, pulumiManager) {
+			return true
+		}
+	}
+	return false
+}
+
+// unplannedObjects lists the objects of every kind the plan declares that the Kubernetes
+// provider wrote in the cluster but that the offline plan does not have: a stray or
+// orphaned object the comparison of planned objects alone would never see.
+func unplannedObjects(ctx context.Context, c *cluster, objects []plan.Object) ([]string, int, error) {
+	mapper, err := newMapper(c)
+	if err != nil {
+		return nil, 0, err
+	}
+	planned := map[string]bool{}
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, o := range objects {
+		apiVersion, _ := o.Manifest["apiVersion"].(string)
+		kind, _ := o.Manifest["kind"].(string)
+		md, _ := o.Manifest["metadata"].(map[string]any)
+		gv, err := schema.ParseGroupVersion(apiVersion)
+		if err != nil {
+			return nil, 0, err
+		}
+		kinds[gv.WithKind(kind)] = true
+		planned[fmt.Sprintf("%s %s %v/%v", gv.Group, kind, orEmpty(md["namespace"]), md["name"])] = true
+	}
+	var extra []string
+	seen := 0
+	for gvk := range kinds {
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", gvk, err)
+		}
+		list, err := c.dyn.Resource(mapping.Resource).Namespace("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, 0, fmt.Errorf("listing %s: %w", mapping.Resource, err)
+		}
+		for _, o := range list.Items {
+			// Helm's own record of a release (a Secret labelled owner=helm) is written
+			// by the provider's Helm client, not declared by the program.
+			if !managedByPulumi(&o) || (gvk.Kind == "Secret" && o.GetLabels()["owner"] == "helm") {
+				continue
+			}
+			seen++
+			key := fmt.Sprintf("%s %s %s/%s", gvk.Group, gvk.Kind, o.GetNamespace(), o.GetName())
+			if !planned[key] && o.GetDeletionTimestamp() == nil {
+				extra = append(extra, fmt.Sprintf("%s %s/%s is in the cluster, written by %s*, but not in the offline plan",
+					gvk.Kind, o.GetNamespace(), o.GetName(), pulumiManager))
+			}
+		}
+	}
+	sort.Strings(extra)
+	return extra, seen, nil
+}
+
+func orEmpty(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
 // subset reports every value of want that got does not have. Maps may have more keys
 // live (server defaults); lists, when strict, must have exactly the planned elements in
 // the planned order.

@@ -30,6 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/railgrid/railgrid-kcp/components"
 )
 
 // kubeContext is the kubeconfig context the stack's kind.context points at.
@@ -278,6 +280,11 @@ func kwokStages(ctx context.Context) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
+			if set == "pod/fast" && filepath.Base(f) == "pod-ready.yaml" {
+				if data, err = delayedPodReady(data); err != nil {
+					return nil, fmt.Errorf("%s: %w", f, err)
+				}
+			}
 			stages.WriteString("---\n")
 			stages.Write(data)
 			stages.WriteString("\n")
@@ -287,6 +294,29 @@ func kwokStages(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("no kwok stages under %s", dir)
 	}
 	return stages.Bytes(), nil
+}
+
+// kcpPodReadyDelay is how long kwok takes to make a pod in kcp-system Ready: a real kcp
+// server takes seconds to start, and the upgrade order (root shard before shards and
+// front proxy) and the interrupted up are only tested if that window exists.
+const kcpPodReadyDelay = 3 * time.Second
+
+// delayedPodReady splits kwok's pod-ready stage in two: pods in kcp-system become Ready
+// after kcpPodReadyDelay, every other pod at once, as before.
+func delayedPodReady(stage []byte) ([]byte, error) {
+	const anchor = "    matchExpressions:\n"
+	text := string(stage)
+	if !strings.Contains(text, anchor) || !strings.Contains(text, "name: pod-ready\n") || !strings.Contains(text, "spec:\n") {
+		return nil, fmt.Errorf("kwok's pod-ready stage no longer has the shape this test edits")
+	}
+	ns := func(op string) string {
+		return anchor + "    - key: '.metadata.namespace'\n      operator: '" + op + "'\n      values:\n      - '" + components.NamespaceKcp + "'\n"
+	}
+	others := strings.Replace(text, anchor, ns("NotIn"), 1)
+	kcp := strings.Replace(text, anchor, ns("In"), 1)
+	kcp = strings.Replace(kcp, "name: pod-ready\n", "name: pod-ready-kcp\n", 1)
+	kcp = strings.Replace(kcp, "spec:\n", fmt.Sprintf("spec:\n  delay:\n    durationMilliseconds: %d\n", kcpPodReadyDelay.Milliseconds()), 1)
+	return []byte(others + "\n---\n" + kcp), nil
 }
 
 // freePorts returns n distinct free TCP ports on loopback.

@@ -4,9 +4,12 @@
 // plugin, and a cluster without containers (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok, all on 127.0.0.1), where kwok makes
 // the fake nodes' pods Running and Ready so that Deployments and StatefulSets really roll
-// out. A small stand-in for the kcp-operator, inside the test, marks RootShard, Shard,
-// FrontProxy and Kubeconfig objects Available once what they need exists, and mints the
-// hub's kubeconfig.
+// out. The real controllers run as processes against it: the kcp-operator (built from
+// ../shared/thirdparty, as the ServiceAccount of the chart the stack installs, which the
+// test generates from the real chart templates), cert-manager's controller (v1.20.2,
+// from ../shared/thirdparty; the kind stack itself would install v1.19.2). Envoy Gateway
+// does not run yet: the kind edge is marked present. kwok makes kcp-system pods Ready
+// only after a few seconds, like real kcp servers.
 //
 // The test proves what mocks and the offline plan cannot: a preview of a fresh stack
 // succeeds; `up` converges and creates no kcp object before what it needs is ready; the
@@ -18,13 +21,14 @@
 // with Ctrl-C while it waits for the root shard converges when run again.
 //
 // hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
-// provider) and runs the test. The binaries are looked up on PATH: kube-apiserver,
-// kube-controller-manager, kube-scheduler, etcd, kwok, pulumi and
-// pulumi-resource-kubernetes. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
+// provider kcp-operator cert-manager) and runs the test. The binaries are looked up on
+// PATH: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, pulumi,
+// pulumi-resource-kubernetes, kcp-operator and cert-manager-controller. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
 // `go test -short` skips it. The upstream CRDs are read from ../shared/reference/crds
-// relative to the repository root, or from RAILGRID_CRDS_DIR; kwok's stages from the
+// relative to the repository root, or from RAILGRID_CRDS_DIR; the operator's chart and RBAC
+// from ../shared/thirdparty or RAILGRID_THIRDPARTY_DIR; kwok's stages from the
 // sigs.k8s.io/kwok module in the Go module cache. A failing run keeps the CLI's output of
 // every command (the path is logged); RAILGRID_E2E_KEEP=1 also keeps the control plane's
 // data and logs, the workspace and the state; RAILGRID_E2E_VERBOSE=1 prints the
-// stand-in's and the controllers' logs of a passing run.
+// controllers' logs of a passing run.
 package e2e

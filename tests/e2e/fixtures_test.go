@@ -39,7 +39,8 @@ var zones = []string{"zone-a", "zone-b", "zone-c"}
 // prepareCluster gives the bare control plane what a kind cluster with cert-manager and
 // Envoy Gateway installed has and what the kind stack expects to find: three Ready nodes
 // over three zones, the StorageClass "standard", kubeadm's CoreDNS ConfigMap and
-// Deployment, the envoy-gateway-system namespace, and the upstream CRDs of the kinds
+// Deployment, the envoy-gateway-system and cert-manager namespaces, cert-manager's CRDs
+// (its controller runs as a process, see controllers), and the upstream CRDs of the kinds
 // ("<group>/<Kind>") the stack declares that the API server does not serve, except the
 // kcp-operator's, which its chart installs.
 func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir string, kinds map[string]bool) {
@@ -74,7 +75,7 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	}, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 		t.Fatalf("creating StorageClass standard: %v", err)
 	}
-	for _, ns := range []string{components.NamespaceEnvoyGateway} {
+	for _, ns := range []string{components.NamespaceEnvoyGateway, certManagerNamespace} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 			metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 			t.Fatalf("creating namespace %s: %v", ns, err)
@@ -112,6 +113,18 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 		if _, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err != nil && group != kcpGVR("").Group {
 			custom[k] = true
 		}
+	}
+	// cert-manager's controller needs all of its own CRDs, and Envoy Gateway all of the
+	// Gateway API's, whatever the stack declares.
+	for _, k := range certManagerKinds {
+		custom[k] = true
+	}
+	gatewayKinds, err := folderKinds(filepath.Join(crdsDir, "gateway-api"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range gatewayKinds {
+		custom[k] = true
 	}
 	crds, err := loadCRDs(crdsDir, custom)
 	if err != nil {
@@ -153,6 +166,35 @@ func deploymentReady(generation int64, st appsv1.DeploymentStatus, replicas *int
 	}
 	return st.ObservedGeneration >= generation && st.UpdatedReplicas == want && st.ReadyReplicas == want &&
 		st.AvailableReplicas == want && st.Replicas == want
+}
+
+// certManagerKinds are the kinds of the CRDs cert-manager's controller watches.
+var certManagerKinds = []string{
+	"cert-manager.io/Certificate", "cert-manager.io/CertificateRequest", "cert-manager.io/Issuer", "cert-manager.io/ClusterIssuer",
+	"acme.cert-manager.io/Order", "acme.cert-manager.io/Challenge",
+}
+
+// folderKinds lists the "<group>/<Kind>" of every CRD in a folder.
+func folderKinds(folder string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(folder, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRD files in %s (%v)", folder, err)
+	}
+	var out []string
+	for _, f := range files {
+		docs, err := decodeYAMLFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, doc := range docs {
+			if doc.GetKind() == "CustomResourceDefinition" {
+				group, _, _ := unstructured.NestedString(doc.Object, "spec", "group")
+				kind, _, _ := unstructured.NestedString(doc.Object, "spec", "names", "kind")
+				out = append(out, group+"/"+kind)
+			}
+		}
+	}
+	return out, nil
 }
 
 // loadCRDs reads the CRDs of the given kinds ("<group>/<Kind>") from the cert-manager,

@@ -26,6 +26,9 @@ const (
 	envVerbose = "RAILGRID_E2E_VERBOSE"
 	// envKeep=1 keeps the control plane's data and logs, the workspace and the state.
 	envKeep = "RAILGRID_E2E_KEEP"
+	// envThirdpartyDir is where the controllers' upstream sources and the operator's
+	// chart are (default ../shared/thirdparty next to the repository).
+	envThirdpartyDir = "RAILGRID_THIRDPARTY_DIR"
 )
 
 // loopback is the only address any server of this test listens on.
@@ -35,6 +38,8 @@ const loopback = "127.0.0.1"
 type binaries struct {
 	kubeAPIServer, kubeControllerManager, kubeScheduler string
 	etcd, kwok, pulumi, provider                        string
+	// The real controllers: kcp-operator and cert-manager's controller.
+	kcpOperator, certManager string
 }
 
 // findBinaries looks every executable up on PATH. A missing one fails the test: an e2e
@@ -58,10 +63,12 @@ func findBinaries(t *testing.T) binaries {
 		kwok:                  find("kwok"),
 		pulumi:                find("pulumi"),
 		provider:              find("pulumi-resource-kubernetes"),
+		kcpOperator:           find("kcp-operator"),
+		certManager:           find("cert-manager-controller"),
 	}
 	if len(missing) > 0 {
 		t.Fatalf("the e2e test needs %s on PATH.\nBuild them and run the test with hack/e2e.sh "+
-			"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider)\"); set %s=1 to skip this test",
+			"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager)\"); set %s=1 to skip this test",
 			strings.Join(missing, ", "), envSkip)
 	}
 	return b
@@ -80,17 +87,31 @@ type process struct {
 // when the test (or subtest) ends, whatever the outcome.
 func startProcess(t *testing.T, name, bin, logPath string, args ...string) *process {
 	t.Helper()
-	f, err := os.Create(logPath)
+	p, err := launchProcess(name, bin, logPath, nil, args...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+// launchProcess starts bin (with extra environment variables) in its own process
+// group, its output in logPath; the caller stops it.
+func launchProcess(name, bin, logPath string, env []string, args ...string) (*process, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = filepath.Dir(logPath)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	setProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		f.Close()
-		t.Fatalf("starting %s: %v", name, err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
@@ -98,8 +119,7 @@ func startProcess(t *testing.T, name, bin, logPath string, args ...string) *proc
 		f.Close()
 		close(p.done)
 	}()
-	t.Cleanup(p.stop)
-	return p
+	return p, nil
 }
 
 func (p *process) exited() bool {
