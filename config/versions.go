@@ -8,7 +8,7 @@ const (
 	DefaultOperatorChartVersion = "0.7.10"
 	DefaultOperatorImageTag     = "v0.10.0"
 	DefaultEtcdVersion          = "v3.6.14"
-	DefaultCertManagerVersion   = "v1.19.2"
+	DefaultCertManagerVersion   = "v1.20.2"
 	DefaultEnvoyGatewayVersion  = "v1.9.0"
 	DefaultGcloudImageTag       = "546.0.0-stable"
 	DefaultDNSCheckImage        = "curlimages/curl:8.10.1"

@@ -7,7 +7,7 @@
 // out. The real controllers run as processes against it: the kcp-operator (built from
 // ../shared/thirdparty, as the ServiceAccount of the chart the stack installs, which the
 // test generates from the real chart templates), cert-manager's controller (v1.20.2,
-// from ../shared/thirdparty; the kind stack itself would install v1.19.2). Envoy Gateway
+// from ../shared/thirdparty, the version the kind stack installs). Envoy Gateway
 // does not run yet: the kind edge is marked present. kwok makes kcp-system pods Ready
 // only after a few seconds, like real kcp servers.
 //

@@ -59,6 +59,7 @@ func TestKindStackEndToEnd(t *testing.T) {
 		t.Fatalf("the kcp-operator chart is not in %s (set %s): %v", thirdparty, envThirdpartyDir, err)
 	}
 	src := sources{root: root, crds: crds, thirdparty: thirdparty}
+	requireTestedCertManagerIsInstalledOne(t, root, thirdparty)
 	// Stop (and let every cleanup run) before the test binary's own -timeout kills all.
 	deadline, ok := t.Deadline()
 	if !ok {
@@ -517,4 +518,33 @@ func crdsDir(root string) string {
 		return d
 	}
 	return filepath.Join(filepath.Dir(root), "shared", "reference", "crds")
+}
+
+// requireTestedCertManagerIsInstalledOne fails unless the cert-manager controller the test
+// runs (built from <thirdparty>/cert-manager-controller, whose go.mod pins the
+// cert-manager module) is the version the kind stack installs (versions.certManager), so
+// the test proves the program against the cert-manager a kind cluster gets.
+func requireTestedCertManagerIsInstalledOne(t *testing.T, root, thirdparty string) {
+	t.Helper()
+	gomod, err := os.ReadFile(filepath.Join(thirdparty, "cert-manager-controller", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := ""
+	for _, line := range strings.Split(string(gomod), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == "github.com/cert-manager/cert-manager" {
+			built = f[1]
+		}
+	}
+	if built == "" {
+		t.Fatalf("no github.com/cert-manager/cert-manager requirement in %s/cert-manager-controller/go.mod", thirdparty)
+	}
+	cfg, err := config.ParseStackFile(filepath.Join(root, "Pulumi.kind.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Versions.CertManager != built {
+		t.Fatalf("the kind stack installs cert-manager %s (versions.certManager) but the test runs the controller built at %s", cfg.Versions.CertManager, built)
+	}
 }
