@@ -43,17 +43,7 @@ type rendered struct {
 // message. Each stack then checks that the harness does reject a misspelled RootShard
 // field and a ClusterIP outside the Service range.
 func TestStacksApplyToAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("conformance starts etcd and kube-apiserver; skipped with -short")
-	}
-	if os.Getenv(envSkip) == "1" {
-		t.Skipf("%s=1", envSkip)
-	}
-	bins := findBinaries(t)
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins, root := requireServers(t)
 	dir := crdsDir(root)
 	crds, err := loadCRDs(dir)
 	if err != nil {
@@ -383,4 +373,23 @@ func expectedKubeVersion(root string) string {
 		}
 	}
 	return fallbackKubeVersion
+}
+
+// requireServers skips the test under -short or with the skip variable set, and
+// otherwise returns the server binaries and the repository root, failing when either is
+// missing.
+func requireServers(t *testing.T) (binaries, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("conformance starts etcd and kube-apiserver; skipped with -short")
+	}
+	if os.Getenv(envSkip) == "1" {
+		t.Skipf("%s=1", envSkip)
+	}
+	bins := findBinaries(t)
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bins, root
 }

@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -120,17 +119,7 @@ func admitPod(ctx context.Context, dyn dynamic.Interface, warnings *warningColle
 // also fails the test. The negative case, a template with a privileged container, must
 // be refused.
 func TestPodTemplatesPassRestrictedPodSecurity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd and kube-apiserver; skipped with -short")
-	}
-	if os.Getenv(envSkip) == "1" {
-		t.Skipf("%s=1", envSkip)
-	}
-	bins := findBinaries(t)
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bins, root := requireServers(t)
 	var pods []templatePod
 	namespaces := map[string]*unstructured.Unstructured{}
 	serviceAccounts := map[string]*unstructured.Unstructured{}
