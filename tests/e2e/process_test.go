@@ -22,7 +22,7 @@ import (
 const (
 	envSkip    = "RAILGRID_SKIP_E2E"
 	envCRDsDir = "RAILGRID_CRDS_DIR"
-	// envVerbose=1 also prints the stand-in's and the control plane's logs of a passing run.
+	// envVerbose=1 also prints the controllers' and the control plane's logs of a passing run.
 	envVerbose = "RAILGRID_E2E_VERBOSE"
 	// envKeep=1 keeps the control plane's data and logs, the workspace and the state.
 	envKeep = "RAILGRID_E2E_KEEP"
