@@ -19,6 +19,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 var (
@@ -385,7 +386,7 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 		// from stale replica counts, see upgradeOrder.report): wait for them here.
 		start := time.Now()
 		var d *appsv1.Deployment
-		err := waitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
+		err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
 			var err error
 			d, err = c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 			return err == nil && d.Spec.Template.Spec.Containers[0].Image == want && deploymentReady(d.Generation, d.Status, d.Spec.Replicas), nil
@@ -474,7 +475,7 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 		var listErr error
 		// What the operator created (Deployments, owned by its Compiled* objects) goes
 		// by garbage collection after destroy returns: give it a while, then fail.
-		_ = waitFor(ctx, 90*time.Second, nil, func() (bool, error) {
+		_ = testenv.WaitFor(ctx, 90*time.Second, nil, func() (bool, error) {
 			names, err := countObjects(ctx, c, g.gvr, g.ns)
 			left, listErr = nil, err
 			for _, n := range names {
