@@ -5,11 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -19,11 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // fieldManager owns every field the test applies.
@@ -198,84 +194,13 @@ func toUnstructured(manifest map[string]any) (*unstructured.Unstructured, error)
 	return obj, nil
 }
 
-// crdsDir is $RAILGRID_CRDS_DIR or ../shared/reference/crds relative to the repository.
-func crdsDir(root string) string {
-	if dir := os.Getenv(envCRDsDir); dir != "" {
-		return dir
-	}
-	return filepath.Join(root, "..", "shared", "reference", "crds")
-}
-
-// loadCRDs reads every CustomResourceDefinition in the YAML (and JSON) files under dir,
-// recursively, multi-document, in path order.
-func loadCRDs(dir string) ([]*unstructured.Unstructured, error) {
-	var files []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		switch strings.ToLower(filepath.Ext(path)) {
-		case ".yaml", ".yml", ".json":
-			if !d.IsDir() {
-				files = append(files, path)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(files)
-	var crds []*unstructured.Unstructured
-	for _, path := range files {
-		docs, err := readDocuments(path)
-		if err != nil {
-			return nil, err
-		}
-		for i, doc := range docs {
-			if doc.GetKind() != "CustomResourceDefinition" || doc.GetAPIVersion() != "apiextensions.k8s.io/v1" {
-				return nil, fmt.Errorf("%s: document %d is a %s %s, not an apiextensions.k8s.io/v1 CustomResourceDefinition",
-					path, i+1, doc.GetAPIVersion(), doc.GetKind())
-			}
-			crds = append(crds, doc)
-		}
-	}
-	if len(crds) == 0 {
-		return nil, fmt.Errorf("no CustomResourceDefinition in %s", dir)
-	}
-	return crds, nil
-}
-
-// readDocuments decodes every non-empty document of a YAML or JSON file.
-func readDocuments(path string) ([]*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	dec := yamlutil.NewYAMLOrJSONDecoder(f, 64<<10)
-	var out []*unstructured.Unstructured
-	for {
-		var doc map[string]any
-		if err := dec.Decode(&doc); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(doc) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: doc})
-		}
-	}
-}
-
 // installCRDs creates the CRDs, as Helm installs a chart's crds/ directory, and waits
 // until the server has established every one of them.
 func (c *client) installCRDs(ctx context.Context, crds []*unstructured.Unstructured) error {
 	var errs []string
-	names := map[string]bool{}
+	var names []string
 	for _, crd := range crds {
-		names[crd.GetName()] = true
+		names = append(names, crd.GetName())
 		if _, err := c.dynamic.Resource(crdGVR).Create(ctx, crd.DeepCopy(), metav1.CreateOptions{FieldManager: setupManager}); err != nil {
 			errs = append(errs, fmt.Sprintf("CRD %s: %s", crd.GetName(), message(err)))
 		}
@@ -283,46 +208,8 @@ func (c *client) installCRDs(ctx context.Context, crds []*unstructured.Unstructu
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "\n"))
 	}
-	var pending []string
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		list, err := c.dynamic.Resource(crdGVR).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		pending = pending[:0]
-		established := map[string]bool{}
-		for _, item := range list.Items {
-			established[item.GetName()] = conditionTrue(&item, "Established")
-		}
-		for name := range names {
-			if !established[name] {
-				pending = append(pending, name)
-			}
-		}
-		if len(pending) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			sort.Strings(pending)
-			return fmt.Errorf("CRDs not established after 2m: %s", strings.Join(pending, ", "))
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := testenv.WaitEstablished(ctx, c.dynamic, nil, 2*time.Minute, names...); err != nil {
+		return err
 	}
 	return c.refreshMapper()
-}
-
-func conditionTrue(obj *unstructured.Unstructured, typ string) bool {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, cond := range conds {
-		m, ok := cond.(map[string]any)
-		if ok && m["type"] == typ && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
 }

@@ -12,11 +12,20 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+)
+
+// Environment variables the test reads, besides testenv.EnvCRDsDir.
+const (
+	envKubeAPIServer = "KUBE_APISERVER"
+	envEtcd          = "ETCD"
+	envSkip          = "RAILGRID_SKIP_CONFORMANCE"
 )
 
 // fallbackKubeVersion is the kube-apiserver version expected when tools/kube/go.mod
@@ -43,13 +52,13 @@ type rendered struct {
 // message. Each stack then checks that the harness does reject a misspelled RootShard
 // field and a ClusterIP outside the Service range.
 func TestStacksApplyToAPIServer(t *testing.T) {
-	bins, root := requireServers(t)
-	dir := crdsDir(root)
-	crds, err := loadCRDs(dir)
+	servers, root := requireServers(t)
+	dir := testenv.CRDsDir(root)
+	crds, err := testenv.LoadCRDs(dir)
 	if err != nil {
-		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", envCRDsDir, err)
+		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", testenv.EnvCRDsDir, err)
 	}
-	t.Logf("kube-apiserver %s, etcd %s, %d CRDs from %s", bins.kubeAPIServer, bins.etcd, len(crds), dir)
+	t.Logf("kube-apiserver %s, etcd %s, %d CRDs from %s", servers.KubeAPIServer, servers.Etcd, len(crds), dir)
 	wantVersion := expectedKubeVersion(root)
 
 	// Render both plans first (sequentially: one mock engine at a time), so that a stack
@@ -70,20 +79,20 @@ func TestStacksApplyToAPIServer(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
 			start := time.Now()
-			c := startCluster(t, ctx, bins, p.serviceCIDR.String())
-			version, err := c.serverVersion(ctx)
-			if err != nil {
-				t.Fatalf("reading /version: %v", err)
-			}
-			if version != wantVersion {
-				t.Errorf("kube-apiserver is %s, want %s (k8s.io/kubernetes in tools/kube/go.mod): rebuild with hack/build-tools.sh kube", version, wantVersion)
-			}
-			t.Logf("kube-apiserver %s ready on %s with Service range %s in %s", version, c.host, p.serviceCIDR, time.Since(start).Round(time.Millisecond))
-
-			cl, err := newClient(c.restConfig())
+			server, cfg := startAPIServer(t, ctx, servers, p.serviceCIDR.String())
+			cl, err := newClient(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
+			version, err := cl.discovery.ServerVersion()
+			if err != nil {
+				t.Fatalf("reading /version: %v", err)
+			}
+			if version.GitVersion != wantVersion {
+				t.Errorf("kube-apiserver is %s, want %s (k8s.io/kubernetes in tools/kube/go.mod): rebuild with hack/build-tools.sh kube", version.GitVersion, wantVersion)
+			}
+			t.Logf("kube-apiserver %s ready on %s with Service range %s in %s", version.GitVersion, server.Host, p.serviceCIDR, time.Since(start).Round(time.Millisecond))
+
 			start = time.Now()
 			if err := cl.installCRDs(ctx, crds); err != nil {
 				t.Fatalf("installing the upstream CRDs: %v", err)
@@ -102,7 +111,7 @@ func TestStacksApplyToAPIServer(t *testing.T) {
 			rejected := cl.applyAll(ctx, objs)
 			if len(rejected) > 0 {
 				var b strings.Builder
-				fmt.Fprintf(&b, "stack %s: kube-apiserver %s rejected %d of %d objects:\n", p.stack, version, len(rejected), len(objs))
+				fmt.Fprintf(&b, "stack %s: kube-apiserver %s rejected %d of %d objects:\n", p.stack, version.GitVersion, len(rejected), len(objs))
 				for _, r := range rejected {
 					fmt.Fprintf(&b, "  - %s\n", r)
 				}
@@ -114,6 +123,17 @@ func TestStacksApplyToAPIServer(t *testing.T) {
 			t.Run("harness-rejects", func(t *testing.T) { testRejections(t, ctx, cl, p) })
 		})
 	}
+}
+
+// startAPIServer starts an etcd and a kube-apiserver with the given Service range in a
+// fresh temporary directory and returns the server and its admin client configuration.
+func startAPIServer(t *testing.T, ctx context.Context, servers testenv.APIServerOptions, serviceCIDR string) (*testenv.APIServer, *rest.Config) {
+	t.Helper()
+	servers.Dir, servers.ServiceCIDR = t.TempDir(), serviceCIDR
+	server := testenv.StartAPIServer(t, ctx, servers)
+	cfg := server.RESTConfig()
+	cfg.QPS, cfg.Burst, cfg.UserAgent = 200, 400, "railgrid-kcp-conformance"
+	return server, cfg
 }
 
 // testContext ends a minute before the test binary's -timeout, so that a hang is
@@ -206,11 +226,11 @@ func preCreate(ctx context.Context, cl *client, p rendered) error {
 	}
 	docs = append(docs, fmt.Sprintf(kubeDNSService, nthAddr(p.serviceCIDR, 10)))
 	if p.cfg.Platform == config.PlatformKind {
-		docs = append(docs, kubeadmCoreDNSConfigMap, kubeadmCoreDNSDeployment)
+		docs = append(docs, kubeadmCoreDNSConfigMap, testenv.KubeadmCoreDNSDeployment)
 	}
 
 	// kube-system is created by the API server shortly after it is ready.
-	if err := waitFor(ctx, time.Minute, nil, func() (bool, error) {
+	if err := testenv.WaitFor(ctx, time.Minute, nil, func() (bool, error) {
 		_, err := cl.dynamic.Resource(namespaceGVR).Get(ctx, components.CoreDNSNamespace, getOptions)
 		return err == nil, nil
 	}); err != nil {
@@ -376,20 +396,18 @@ func expectedKubeVersion(root string) string {
 }
 
 // requireServers skips the test under -short or with the skip variable set, and
-// otherwise returns the server binaries and the repository root, failing when either is
-// missing.
-func requireServers(t *testing.T) (binaries, string) {
+// otherwise returns how to start the API servers (the executables, from $KUBE_APISERVER
+// and $ETCD or PATH) and the repository root, failing when either is missing.
+func requireServers(t *testing.T) (testenv.APIServerOptions, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("conformance starts etcd and kube-apiserver; skipped with -short")
+	testenv.SkipIfShortOrDisabled(t, envSkip, "conformance starts etcd and kube-apiserver")
+	var exe testenv.Executables
+	servers := testenv.APIServerOptions{
+		KubeAPIServer: exe.Find("kube-apiserver", envKubeAPIServer),
+		Etcd:          exe.Find("etcd", envEtcd),
+		Name:          "conformance",
 	}
-	if os.Getenv(envSkip) == "1" {
-		t.Skipf("%s=1", envSkip)
-	}
-	bins := findBinaries(t)
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bins, root
+	exe.Require(t, "conformance", "Build kube-apiserver and etcd and run the test with hack/conformance.sh "+
+		"(or: eval \"$(hack/build-tools.sh env kube etcd)\")", envSkip)
+	return servers, testenv.RepoRoot(t)
 }

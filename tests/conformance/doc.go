@@ -9,5 +9,6 @@
 // variables, or on PATH. hack/conformance.sh builds them and runs the test. Without the
 // binaries the test fails, unless RAILGRID_SKIP_CONFORMANCE=1; `go test -short` skips it.
 // The CRDs are read from ../shared/reference/crds/ relative to the repository root, or
-// from RAILGRID_CRDS_DIR.
+// from RAILGRID_CRDS_DIR. The servers, their certificates and processes, and the CRD
+// loading come from tests/internal/testenv, which the e2e test shares.
 package conformance

@@ -119,7 +119,7 @@ func admitPod(ctx context.Context, dyn dynamic.Interface, warnings *warningColle
 // also fails the test. The negative case, a template with a privileged container, must
 // be refused.
 func TestPodTemplatesPassRestrictedPodSecurity(t *testing.T) {
-	bins, root := requireServers(t)
+	servers, root := requireServers(t)
 	var pods []templatePod
 	namespaces := map[string]*unstructured.Unstructured{}
 	serviceAccounts := map[string]*unstructured.Unstructured{}
@@ -153,15 +153,15 @@ func TestPodTemplatesPassRestrictedPodSecurity(t *testing.T) {
 	}
 
 	ctx := testContext(t)
-	c := startCluster(t, ctx, bins, serviceCIDR)
+	_, admin := startAPIServer(t, ctx, servers, serviceCIDR)
 	warnings := &warningCollector{}
-	cfg := rest.CopyConfig(c.restConfig())
+	cfg := rest.CopyConfig(admin)
 	cfg.WarningHandler = warnings
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl, err := newClient(c.restConfig())
+	cl, err := newClient(admin)
 	if err != nil {
 		t.Fatal(err)
 	}

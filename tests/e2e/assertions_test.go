@@ -19,6 +19,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 var (
@@ -350,11 +351,12 @@ func checkSameObjects(t *testing.T, before, after map[string]string) {
 }
 
 // checkImages checks that every kcp object and every Deployment the operator runs for
-// them use the kcp version.
+// them use the kcp version, and that the objects are Available for their current spec
+// once those Deployments have rolled out.
 func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) {
 	t.Helper()
 	want := "ghcr.io/kcp-dev/kcp:" + version
-	for _, o := range []struct {
+	kcpObjects := []struct {
 		gvr  schema.GroupVersionResource
 		name string
 		path [][]string
@@ -362,7 +364,8 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 		{rootShardGVR, config.RootShardName, [][]string{{"spec", "image"}, {"spec", "proxy", "image"}}},
 		{shardGVR, "alpha", [][]string{{"spec", "image"}}},
 		{frontProxyGVR, components.FrontProxyName, [][]string{{"spec", "image"}}},
-	} {
+	}
+	for _, o := range kcpObjects {
 		obj, err := c.dyn.Resource(o.gvr).Namespace(components.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("%s %s: %v", o.gvr.Resource, o.name, err)
@@ -374,7 +377,11 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 			}
 		}
 		if !isAvailable(obj) {
-			t.Errorf("%s %s is not Available for its current spec after the up", o.gvr.Resource, o.name)
+			// The operator stamps Available, computed from the Deployment's replica
+			// counts, with the object's generation before the Deployment controller has
+			// started the rollout (see upgradeOrder.report): the provider's wait passes,
+			// and Available turns False while the pods roll. Checked again below.
+			t.Logf("%s %s was not Available for its current spec right after the up (its Deployment rolls)", o.gvr.Resource, o.name)
 		}
 	}
 	for _, name := range []string{
@@ -385,7 +392,7 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 		// from stale replica counts, see upgradeOrder.report): wait for them here.
 		start := time.Now()
 		var d *appsv1.Deployment
-		err := waitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
+		err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
 			var err error
 			d, err = c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 			return err == nil && d.Spec.Template.Spec.Containers[0].Image == want && deploymentReady(d.Generation, d.Status, d.Spec.Replicas), nil
@@ -401,6 +408,15 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 			t.Errorf("Deployment %s has not rolled out: %v", name, err)
 		} else if waited := time.Since(start); waited > time.Second {
 			t.Logf("Deployment %s finished rolling out %s after the up", name, waited.Round(100*time.Millisecond))
+		}
+	}
+	for _, o := range kcpObjects {
+		err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
+			obj, err := c.dyn.Resource(o.gvr).Namespace(components.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
+			return err == nil && isAvailable(obj), nil
+		})
+		if err != nil {
+			t.Errorf("%s %s is not Available for its current spec once its Deployments rolled out: %v", o.gvr.Resource, o.name, err)
 		}
 	}
 }
@@ -474,7 +490,7 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 		var listErr error
 		// What the operator created (Deployments, owned by its Compiled* objects) goes
 		// by garbage collection after destroy returns: give it a while, then fail.
-		_ = waitFor(ctx, 90*time.Second, nil, func() (bool, error) {
+		_ = testenv.WaitFor(ctx, 90*time.Second, nil, func() (bool, error) {
 			names, err := countObjects(ctx, c, g.gvr, g.ns)
 			left, listErr = nil, err
 			for _, n := range names {

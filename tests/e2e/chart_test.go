@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // helmFileLimit is the size above which Helm refuses a chart file (5 MiB).
@@ -38,7 +39,7 @@ func writeOperatorChart(dir, crdsDir, thirdparty string) (string, error) {
 	}
 	chartYAML, err := os.ReadFile(filepath.Join(src, "Chart.yaml"))
 	if err != nil {
-		return "", fmt.Errorf("the upstream chart (set %s): %w", envThirdpartyDir, err)
+		return "", fmt.Errorf("the upstream chart (set %s): %w", testenv.EnvThirdpartyDir, err)
 	}
 	chartYAML, err = setChartField(chartYAML, "version", config.DefaultOperatorChartVersion)
 	if err != nil {
@@ -167,7 +168,7 @@ func withoutDescriptions(crd []byte) ([]byte, error) {
 func operatorRoleRules(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("the operator's RBAC (set %s): %w", envThirdpartyDir, err)
+		return nil, fmt.Errorf("the operator's RBAC (set %s): %w", testenv.EnvThirdpartyDir, err)
 	}
 	var role struct {
 		Kind  string           `yaml:"kind"`

@@ -27,6 +27,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // The operator.kcp.io resources the test reads.
@@ -62,10 +63,10 @@ type controllers struct {
 	c   *cluster
 	dir string
 
-	certManager *process
+	certManager *testenv.Process
 
 	mu          sync.Mutex
-	operator    *process
+	operator    *testenv.Process
 	operatorSA  string
 	operatorErr error
 	restarts    []string
@@ -86,16 +87,16 @@ func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binari
 	// Its health endpoint has no flag; the config file keeps it on loopback.
 	cmConfig := filepath.Join(dir, "cert-manager.yaml")
 	if err := os.WriteFile(cmConfig, []byte("apiVersion: controller.config.cert-manager.io/v1alpha1\n"+
-		"kind: ControllerConfiguration\nhealthzListenAddress: "+loopback+":0\n"), 0o600); err != nil {
+		"kind: ControllerConfiguration\nhealthzListenAddress: "+testenv.Loopback+":0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctl.certManager = startProcess(t, "cert-manager-controller", bins.certManager, filepath.Join(dir, "cert-manager.log"),
+	ctl.certManager = testenv.StartProcess(t, "cert-manager-controller", bins.certManager, filepath.Join(dir, "cert-manager.log"),
 		"--config="+cmConfig,
 		"--kubeconfig="+c.kubeconfig,
 		"--leader-elect=false",
 		"--namespace=",
 		"--cluster-resource-namespace="+certManagerNamespace,
-		"--metrics-listen-address="+loopback+":0",
+		"--metrics-listen-address="+testenv.Loopback+":0",
 		"--enable-profiling=false",
 		"--v=2",
 	)
@@ -118,9 +119,9 @@ func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binari
 			select {
 			case <-octx.Done():
 				return
-			case <-p.done:
+			case <-p.Done():
 				ctl.mu.Lock()
-				ctl.restarts = append(ctl.restarts, fmt.Sprintf("run %d exited (%v): %s", run, p.err, lastLine(p.tail(1))))
+				ctl.restarts = append(ctl.restarts, fmt.Sprintf("run %d exited (%v): %s", run, p.Err(), lastLine(p.Tail(1))))
 				ctl.mu.Unlock()
 			}
 			select {
@@ -136,15 +137,15 @@ func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binari
 		p := ctl.operator
 		ctl.mu.Unlock()
 		if p != nil {
-			p.stop()
+			p.Stop()
 		}
 		if t.Failed() || os.Getenv(envVerbose) == "1" {
 			if p != nil {
-				t.Logf("kcp-operator (as %s) log (last lines):\n%s", ctl.operatorSA, p.tail(25))
+				t.Logf("kcp-operator (as %s) log (last lines):\n%s", ctl.operatorSA, p.Tail(25))
 			} else {
 				t.Logf("kcp-operator never started: %v", ctl.operatorErr)
 			}
-			t.Logf("cert-manager-controller log (last lines):\n%s", ctl.certManager.tail(15))
+			t.Logf("cert-manager-controller log (last lines):\n%s", ctl.certManager.Tail(15))
 		}
 		if len(ctl.restarts) > 0 {
 			t.Logf("kcp-operator restarts:%s", indent(ctl.restarts))
@@ -159,10 +160,10 @@ const certManagerNamespace = "cert-manager"
 // launchOperator waits until the chart has installed the operator's CRDs (both groups)
 // and bound its ServiceAccount to a ClusterRole, then starts the operator as that
 // ServiceAccount.
-func (ctl *controllers) launchOperator(ctx context.Context, bin string, run int) (*process, string, error) {
+func (ctl *controllers) launchOperator(ctx context.Context, bin string, run int) (*testenv.Process, string, error) {
 	c := ctl.c
 	var sa string
-	err := waitFor(ctx, 30*time.Minute, nil, func() (bool, error) {
+	err := testenv.WaitFor(ctx, 30*time.Minute, nil, func() (bool, error) {
 		crds, err := c.dyn.Resource(crdGVR).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -226,10 +227,10 @@ func (ctl *controllers) launchOperator(ctx context.Context, bin string, run int)
 	if run > 1 {
 		logName = fmt.Sprintf("kcp-operator.%d.log", run)
 	}
-	p, err := launchProcess("kcp-operator", bin, filepath.Join(ctl.dir, logName), nil,
+	p, err := testenv.LaunchProcess("kcp-operator", bin, filepath.Join(ctl.dir, logName), nil,
 		"--kubeconfig="+kubeconfig,
 		"--leader-elect=false",
-		"--health-probe-bind-address="+loopback+":0",
+		"--health-probe-bind-address="+testenv.Loopback+":0",
 		"--metrics-bind-address=0",
 		"--zap-devel=false",
 		"--zap-encoder=json",
@@ -246,7 +247,7 @@ func (ctl *controllers) operatorLog() string {
 	if p == nil {
 		return ""
 	}
-	data, _ := os.ReadFile(p.log)
+	data, _ := os.ReadFile(p.LogPath)
 	return string(data)
 }
 
@@ -262,9 +263,9 @@ func lastLine(s string) string {
 func (ctl *controllers) running() error {
 	ctl.mu.Lock()
 	defer ctl.mu.Unlock()
-	for _, p := range []*process{ctl.certManager, ctl.operator} {
-		if p != nil && p.exited() {
-			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.tail(30))
+	for _, p := range []*testenv.Process{ctl.certManager, ctl.operator} {
+		if p != nil && p.Exited() {
+			return fmt.Errorf("%s exited: %v\n%s", p.Name, p.Err(), p.Tail(30))
 		}
 	}
 	return nil

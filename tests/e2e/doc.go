@@ -31,4 +31,9 @@
 // every command (the path is logged); RAILGRID_E2E_KEEP=1 also keeps the control plane's
 // data and logs, the workspace and the state; RAILGRID_E2E_VERBOSE=1 prints the
 // controllers' logs of a passing run.
+//
+// The etcd and kube-apiserver with their certificates, the process handling, the lookup
+// of the binaries and the CRD loading come from tests/internal/testenv, which
+// tests/conformance shares; what only this test needs (the controller manager, the
+// scheduler, kwok and its stages, the stack, the controllers, the chart) stays here.
 package e2e

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // bumpedKcpVersion is what the version-bump step moves versions.kcp to.
@@ -39,24 +39,16 @@ var kcpKinds = []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"}
 // changes on a second run, a kcp version bump, a re-mint, destroy), then, on a fresh
 // cluster, an `up` interrupted after the root shard is created and run again.
 func TestKindStackEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the e2e test starts a control plane and the Pulumi CLI; skipped with -short")
-	}
-	if os.Getenv(envSkip) == "1" {
-		t.Skipf("%s=1", envSkip)
-	}
+	testenv.SkipIfShortOrDisabled(t, envSkip, "the e2e test starts a control plane and the Pulumi CLI")
 	bins := findBinaries(t)
-	root, err := repoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds := crdsDir(root)
+	root := testenv.RepoRoot(t)
+	crds := testenv.CRDsDir(root)
 	if _, err := os.Stat(filepath.Join(crds, "kcp-operator")); err != nil {
-		t.Fatalf("the upstream CRDs are not in %s (set %s): %v", crds, envCRDsDir, err)
+		t.Fatalf("the upstream CRDs are not in %s (set %s): %v", crds, testenv.EnvCRDsDir, err)
 	}
-	thirdparty := thirdpartyDir(root)
+	thirdparty := testenv.ThirdpartyDir(root)
 	if _, err := os.Stat(filepath.Join(thirdparty, "kcp-operator-chart", "Chart.yaml")); err != nil {
-		t.Fatalf("the kcp-operator chart is not in %s (set %s): %v", thirdparty, envThirdpartyDir, err)
+		t.Fatalf("the kcp-operator chart is not in %s (set %s): %v", thirdparty, testenv.EnvThirdpartyDir, err)
 	}
 	src := sources{root: root, crds: crds, thirdparty: thirdparty}
 	requireTestedCertManagerIsInstalledOne(t, root, thirdparty)
@@ -400,7 +392,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// cluster, comes back on the retained volumes.
 	t.Run("8b-up-after-destroy-reuses-kept-data", func(t *testing.T) {
 		// The namespace destroy deleted must be gone before it can be created again.
-		if err := waitFor(ctx, 3*time.Minute, nil, func() (bool, error) {
+		if err := testenv.WaitFor(ctx, 3*time.Minute, nil, func() (bool, error) {
 			_, err := e.c.kube.CoreV1().Namespaces().Get(ctx, components.NamespaceKcp, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		}); err != nil {
@@ -482,42 +474,6 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// repoRoot walks up from the working directory (the package directory under go test)
-// to the root module's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(data, []byte("module github.com/railgrid/railgrid-kcp\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of module github.com/railgrid/railgrid-kcp above the working directory")
-		}
-		dir = parent
-	}
-}
-
-// thirdpartyDir is $RAILGRID_THIRDPARTY_DIR, or ../shared/thirdparty next to the repository.
-func thirdpartyDir(root string) string {
-	if d := os.Getenv(envThirdpartyDir); d != "" {
-		return d
-	}
-	return filepath.Join(filepath.Dir(root), "shared", "thirdparty")
-}
-
-// crdsDir is $RAILGRID_CRDS_DIR, or ../shared/reference/crds next to the repository.
-func crdsDir(root string) string {
-	if d := os.Getenv(envCRDsDir); d != "" {
-		return d
-	}
-	return filepath.Join(filepath.Dir(root), "shared", "reference", "crds")
 }
 
 // requireTestedCertManagerIsInstalledOne fails unless the cert-manager controller the test

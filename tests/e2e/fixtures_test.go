@@ -2,10 +2,7 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -21,11 +18,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	yamlutil "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -94,7 +91,7 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 		t.Fatalf("creating the coredns ConfigMap: %v", err)
 	}
 	var deploy appsv1.Deployment
-	if err := yaml.Unmarshal([]byte(kubeadmCoreDNSDeployment), &deploy); err != nil {
+	if err := yaml.Unmarshal([]byte(testenv.KubeadmCoreDNSDeployment), &deploy); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kube.AppsV1().Deployments(components.CoreDNSNamespace).Create(ctx, &deploy, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
@@ -119,31 +116,31 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	for _, k := range certManagerKinds {
 		custom[k] = true
 	}
-	gatewayKinds, err := folderKinds(filepath.Join(crdsDir, "gateway-api"))
+	gatewayCRDs, err := testenv.LoadCRDs(filepath.Join(crdsDir, "gateway-api"))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", testenv.EnvCRDsDir, err)
 	}
-	for _, k := range gatewayKinds {
-		custom[k] = true
+	for _, crd := range gatewayCRDs {
+		custom[testenv.CRDKind(crd)] = true
 	}
-	crds, err := loadCRDs(crdsDir, custom)
+	crds, err := selectCRDs(crdsDir, custom)
 	if err != nil {
-		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", envCRDsDir, err)
+		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", testenv.EnvCRDsDir, err)
 	}
+	var names []string
 	for _, crd := range crds {
 		if _, err := c.dyn.Resource(crdGVR).Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
 			t.Fatalf("installing CRD %s: %v", crd.GetName(), err)
 		}
+		names = append(names, crd.GetName())
 	}
-	for _, crd := range crds {
-		if err := waitEstablished(ctx, c, crd.GetName()); err != nil {
-			t.Fatal(err)
-		}
+	if err := testenv.WaitEstablished(ctx, c.dyn, c.apiserver, 2*time.Minute, names...); err != nil {
+		t.Fatal(err)
 	}
 
 	// The fake nodes must be Ready and kwok must run pods before anything else can be
 	// tested: CoreDNS rolling out proves both.
-	if err := waitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
+	if err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
 		if err := c.running(); err != nil {
 			return false, err
 		}
@@ -174,57 +171,20 @@ var certManagerKinds = []string{
 	"acme.cert-manager.io/Order", "acme.cert-manager.io/Challenge",
 }
 
-// folderKinds lists the "<group>/<Kind>" of every CRD in a folder.
-func folderKinds(folder string) ([]string, error) {
-	files, err := filepath.Glob(filepath.Join(folder, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return nil, fmt.Errorf("no CRD files in %s (%v)", folder, err)
-	}
-	var out []string
-	for _, f := range files {
-		docs, err := decodeYAMLFile(f)
-		if err != nil {
-			return nil, err
-		}
-		for _, doc := range docs {
-			if doc.GetKind() == "CustomResourceDefinition" {
-				group, _, _ := unstructured.NestedString(doc.Object, "spec", "group")
-				kind, _, _ := unstructured.NestedString(doc.Object, "spec", "names", "kind")
-				out = append(out, group+"/"+kind)
-			}
-		}
-	}
-	return out, nil
-}
-
-// loadCRDs reads the CRDs of the given kinds ("<group>/<Kind>") from the cert-manager,
-// Gateway API and Envoy Gateway folders of dir.
-func loadCRDs(dir string, kinds map[string]bool) ([]*unstructured.Unstructured, error) {
+// selectCRDs reads the CRDs of the given kinds ("<group>/<Kind>") from the cert-manager,
+// Gateway API and Envoy Gateway folders of dir; a kind none of them defines is an error.
+func selectCRDs(dir string, kinds map[string]bool) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	found := map[string]bool{}
 	for _, folder := range []string{"cert-manager", "gateway-api", "envoy-gateway"} {
-		files, err := filepath.Glob(filepath.Join(dir, folder, "*.yaml"))
+		crds, err := testenv.LoadCRDs(filepath.Join(dir, folder))
 		if err != nil {
 			return nil, err
 		}
-		if len(files) == 0 {
-			return nil, fmt.Errorf("no CRD files in %s", filepath.Join(dir, folder))
-		}
-		for _, f := range files {
-			docs, err := decodeYAMLFile(f)
-			if err != nil {
-				return nil, err
-			}
-			for _, doc := range docs {
-				if doc.GetKind() != "CustomResourceDefinition" {
-					continue
-				}
-				group, _, _ := unstructured.NestedString(doc.Object, "spec", "group")
-				kind, _, _ := unstructured.NestedString(doc.Object, "spec", "names", "kind")
-				if kinds[group+"/"+kind] {
-					found[group+"/"+kind] = true
-					out = append(out, doc)
-				}
+		for _, crd := range crds {
+			if k := testenv.CRDKind(crd); kinds[k] {
+				found[k] = true
+				out = append(out, crd)
 			}
 		}
 	}
@@ -239,45 +199,6 @@ func loadCRDs(dir string, kinds map[string]bool) ([]*unstructured.Unstructured, 
 		return nil, fmt.Errorf("no CRD in %s for %s", dir, strings.Join(missing, ", "))
 	}
 	return out, nil
-}
-
-func decodeYAMLFile(path string) ([]*unstructured.Unstructured, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	dec := yamlutil.NewYAMLOrJSONDecoder(f, 64<<10)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if len(m) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
-}
-
-func waitEstablished(ctx context.Context, c *cluster, name string) error {
-	return waitFor(ctx, time.Minute, c.apiserver, func() (bool, error) {
-		crd, err := c.dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-		for _, cond := range conds {
-			m, _ := cond.(map[string]any)
-			if m["type"] == "Established" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
 }
 
 // volumeBinder plays the storage provisioner of the StorageClass "standard": for every
@@ -354,69 +275,3 @@ func (b *volumeBinder) sync(ctx context.Context, c *cluster) error {
 	}
 	return nil
 }
-
-// kubeadmCoreDNSDeployment is kube-system/coredns shaped like kubeadm's (kind v1.34).
-const kubeadmCoreDNSDeployment = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: coredns
-  namespace: kube-system
-  labels:
-    k8s-app: kube-dns
-spec:
-  replicas: 2
-  selector:
-    matchLabels:
-      k8s-app: kube-dns
-  strategy:
-    type: RollingUpdate
-    rollingUpdate:
-      maxUnavailable: 1
-  template:
-    metadata:
-      labels:
-        k8s-app: kube-dns
-    spec:
-      priorityClassName: system-cluster-critical
-      serviceAccountName: coredns
-      dnsPolicy: Default
-      nodeSelector:
-        kubernetes.io/os: linux
-      tolerations:
-        - key: CriticalAddonsOnly
-          operator: Exists
-        - key: node-role.kubernetes.io/control-plane
-          effect: NoSchedule
-      containers:
-        - name: coredns
-          image: registry.k8s.io/coredns/coredns:v1.12.1
-          imagePullPolicy: IfNotPresent
-          args: ["-conf", "/etc/coredns/Corefile"]
-          resources:
-            limits:
-              memory: 170Mi
-            requests:
-              cpu: 100m
-              memory: 70Mi
-          volumeMounts:
-            - name: config-volume
-              mountPath: /etc/coredns
-              readOnly: true
-          ports:
-            - name: dns
-              containerPort: 53
-              protocol: UDP
-            - name: dns-tcp
-              containerPort: 53
-              protocol: TCP
-            - name: metrics
-              containerPort: 9153
-              protocol: TCP
-      volumes:
-        - name: config-volume
-          configMap:
-            name: coredns
-            items:
-              - key: Corefile
-                path: Corefile
-`

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -16,23 +15,19 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
-// Environment variables the test reads.
+// Environment variables the test reads, besides testenv.EnvCRDsDir and
+// testenv.EnvThirdpartyDir.
 const (
-	envSkip    = "RAILGRID_SKIP_E2E"
-	envCRDsDir = "RAILGRID_CRDS_DIR"
+	envSkip = "RAILGRID_SKIP_E2E"
 	// envVerbose=1 also prints the controllers' and the control plane's logs of a passing run.
 	envVerbose = "RAILGRID_E2E_VERBOSE"
 	// envKeep=1 keeps the control plane's data and logs, the workspace and the state.
 	envKeep = "RAILGRID_E2E_KEEP"
-	// envThirdpartyDir is where the controllers' upstream sources and the operator's
-	// chart are (default ../shared/thirdparty next to the repository).
-	envThirdpartyDir = "RAILGRID_THIRDPARTY_DIR"
 )
-
-// loopback is the only address any server of this test listens on.
-const loopback = "127.0.0.1"
 
 // binaries are the executables the test runs, all found on PATH.
 type binaries struct {
@@ -46,15 +41,8 @@ type binaries struct {
 // run that silently does nothing would read as a pass.
 func findBinaries(t *testing.T) binaries {
 	t.Helper()
-	var missing []string
-	find := func(name string) string {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			missing = append(missing, name)
-			return ""
-		}
-		return p
-	}
+	var exe testenv.Executables
+	find := func(name string) string { return exe.Find(name, "") }
 	b := binaries{
 		kubeAPIServer:         find("kube-apiserver"),
 		kubeControllerManager: find("kube-controller-manager"),
@@ -66,129 +54,9 @@ func findBinaries(t *testing.T) binaries {
 		kcpOperator:           find("kcp-operator"),
 		certManager:           find("cert-manager-controller"),
 	}
-	if len(missing) > 0 {
-		t.Fatalf("the e2e test needs %s on PATH.\nBuild them and run the test with hack/e2e.sh "+
-			"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager)\"); set %s=1 to skip this test",
-			strings.Join(missing, ", "), envSkip)
-	}
+	exe.Require(t, "the e2e test", "Build them and run the test with hack/e2e.sh "+
+		"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager)\")", envSkip)
 	return b
-}
-
-// process is a server started by the test, in its own process group.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
-}
-
-// startProcess starts bin with its output in logPath; the process group is stopped
-// when the test (or subtest) ends, whatever the outcome.
-func startProcess(t *testing.T, name, bin, logPath string, args ...string) *process {
-	t.Helper()
-	p, err := launchProcess(name, bin, logPath, nil, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.stop)
-	return p
-}
-
-// launchProcess starts bin (with extra environment variables) in its own process
-// group, its output in logPath; the caller stops it.
-func launchProcess(name, bin, logPath string, env []string, args ...string) (*process, error) {
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = filepath.Dir(logPath)
-	cmd.Stdout, cmd.Stderr = f, f
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	setProcessGroup(cmd)
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop terminates the process group, then kills it if it has not exited in 10 s.
-func (p *process) stop() {
-	if !p.exited() {
-		terminateGroup(p.cmd)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			killGroup(p.cmd)
-			<-p.done
-		}
-	}
-	killGroup(p.cmd)
-}
-
-// tail returns the last n lines of the process's log.
-func (p *process) tail(n int) string { return tailFile(p.log, n) }
-
-func tailFile(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
-// waitFor polls check until it returns true, the timeout passes, ctx ends or proc exits.
-func waitFor(ctx context.Context, timeout time.Duration, proc *process, check func() (bool, error)) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := check()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		if proc != nil && proc.exited() {
-			return fmt.Errorf("%s exited: %v\n%s", proc.name, proc.err, proc.tail(30))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // pulumiCLI runs the Pulumi CLI for the Automation API the way auto's own command does
@@ -246,7 +114,7 @@ func (c *pulumiCLI) Run(ctx context.Context, workdir string, stdin io.Reader,
 	cmd.Stdout = io.MultiWriter(append(additionalOutput, &stdout, logFile)...)
 	cmd.Stderr = io.MultiWriter(append(additionalErrorOutput, &stderr, logFile)...)
 	cmd.Stdin = stdin
-	setProcessGroup(cmd)
+	testenv.SetProcessGroup(cmd)
 	if err := cmd.Start(); err != nil {
 		return "", "", -1, err
 	}
@@ -270,12 +138,12 @@ func (c *pulumiCLI) Run(ctx context.Context, workdir string, stdin io.Reader,
 		select {
 		case runErr = <-waited:
 		case <-time.After(interruptGrace):
-			killTree(cmd)
+			testenv.KillTree(cmd)
 			runErr = <-waited
 		}
 	}
 	// The provider plugin is in the CLI's group; nothing of it may outlive the command.
-	killGroup(cmd)
+	testenv.KillGroup(cmd)
 	code := -1
 	var exitErr *exec.ExitError
 	if runErr == nil {
@@ -291,7 +159,7 @@ func (c *pulumiCLI) killAll() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for cmd := range c.running {
-		killTree(cmd)
+		testenv.KillTree(cmd)
 	}
 }
 

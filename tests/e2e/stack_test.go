@@ -27,6 +27,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // stackName is the name of the e2e stack; the offline plan is rendered for the same name
@@ -92,7 +93,7 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 
 	env := map[string]string{
 		"PULUMI_BACKEND_URL":                          "file://" + filepath.ToSlash(filepath.Join(base, "state")),
-		"PULUMI_CONFIG_PASSPHRASE":                    randomHex(t, 16),
+		"PULUMI_CONFIG_PASSPHRASE":                    testenv.RandomHex(t, 16),
 		"PULUMI_HOME":                                 filepath.Join(base, "pulumi-home"),
 		"PULUMI_SKIP_UPDATE_CHECK":                    "true",
 		"PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK":    "true",

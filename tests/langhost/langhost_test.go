@@ -30,6 +30,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 const envSkip = "RAILGRID_SKIP_LANGHOST"
@@ -101,18 +102,15 @@ type workspace struct {
 
 func newWorkspace(t *testing.T) *workspace {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the Pulumi CLI and compiles main.go; skipped with -short")
-	}
-	if os.Getenv(envSkip) == "1" {
-		t.Skipf("%s=1", envSkip)
-	}
-	cli := lookPath(t, "pulumi")
-	langhost := lookPath(t, "pulumi-language-go")
+	testenv.SkipIfShortOrDisabled(t, envSkip, "runs the Pulumi CLI and compiles main.go")
+	var exe testenv.Executables
+	cli := exe.Find("pulumi", "")
+	langhost := exe.Find("pulumi-language-go", "")
+	exe.Require(t, "the langhost test", `eval "$(hack/build-tools.sh env pulumi langhost)"`, envSkip)
 
 	base := t.TempDir()
 	ws := &workspace{dir: filepath.Join(base, "program"), cli: cli, langhost: langhost}
-	copyProgram(t, repoRoot(t), ws.dir)
+	copyProgram(t, testenv.RepoRoot(t), ws.dir)
 	passphrase := make([]byte, 16)
 	if _, err := rand.Read(passphrase); err != nil {
 		t.Fatal(err)
@@ -139,27 +137,6 @@ func newWorkspace(t *testing.T) *workspace {
 		t.Fatalf("pulumi stack init: %v\n%s", err, out)
 	}
 	return ws
-}
-
-func lookPath(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("the langhost test needs %s on PATH: eval \"$(hack/build-tools.sh env pulumi langhost)\"; set %s=1 to skip it", name, envSkip)
-	}
-	return p
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "Pulumi.yaml")); err != nil {
-		t.Fatalf("no Pulumi.yaml at %s: %v", root, err)
-	}
-	return root
 }
 
 // copyProgram copies what `go build` of main.go reads: go.mod, go.sum, Pulumi.yaml and
@@ -229,7 +206,7 @@ func (ws *workspace) writeStackConfig(t *testing.T, extra map[string]any) {
 	var kind struct {
 		Config map[string]any `yaml:"config"`
 	}
-	data, err = os.ReadFile(filepath.Join(repoRoot(t), "Pulumi.kind.yaml"))
+	data, err = os.ReadFile(filepath.Join(testenv.RepoRoot(t), "Pulumi.kind.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 const envSkip = "RAILGRID_SKIP_SNAPSHOTS"
@@ -206,17 +207,11 @@ func indent(s string) string {
 
 func prerequisites(t *testing.T) (string, tools, jobPods) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs etcd, fake-gcs-server and gcloud; skipped with -short")
-	}
-	if os.Getenv(envSkip) == "1" {
-		t.Skipf("%s=1", envSkip)
-	}
+	testenv.SkipIfShortOrDisabled(t, envSkip, "runs etcd, fake-gcs-server and gcloud")
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for its private mount and network namespaces")
 	}
-	root, err := filepath.Abs("../..")
-	require.NoError(t, err)
+	root := testenv.RepoRoot(t)
 	tl, jp := findTools(t, root), renderJobs(t, root, "root")
 	// The tools must speak the image's etcd minor version (3.6 moved snapshot restore
 	// and status from etcdctl to etcdutl); a patch difference is only reported.

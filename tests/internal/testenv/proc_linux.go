@@ -1,6 +1,6 @@
 //go:build linux
 
-package e2e
+package testenv
 
 import (
 	"os"
@@ -10,29 +10,31 @@ import (
 	"syscall"
 )
 
-// setProcessGroup starts a server in its own process group, so that stopping it also
+// SetProcessGroup makes cmd start in its own process group, so that stopping it also
 // stops anything it started, and has the kernel kill it if the test binary dies (for
 // example on a go test -timeout) before the cleanups run.
-func setProcessGroup(cmd *exec.Cmd) {
+func SetProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
+// terminateGroup asks cmd's process group to stop (SIGTERM).
 func terminateGroup(cmd *exec.Cmd) {
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	}
 }
 
-func killGroup(cmd *exec.Cmd) {
+// KillGroup kills cmd's process group (SIGKILL).
+func KillGroup(cmd *exec.Cmd) {
 	if cmd.Process != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
 }
 
-// killTree kills a process, its group and every process below it. The Pulumi CLI
+// KillTree kills a process, its group and every process below it. The Pulumi CLI
 // starts its plugins in process groups of their own, so killing the CLI's group alone
 // would leave the provider running.
-func killTree(cmd *exec.Cmd) {
+func KillTree(cmd *exec.Cmd) {
 	if cmd.Process == nil {
 		return
 	}
@@ -40,7 +42,7 @@ func killTree(cmd *exec.Cmd) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL) // the group it leads, if any (plugins do)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
-	killGroup(cmd)
+	KillGroup(cmd)
 }
 
 // descendants returns the pids of every process below pid, from /proc.

@@ -1,0 +1,226 @@
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Loopback is the only address any server of these tests listens on.
+const Loopback = "127.0.0.1"
+
+// APIServerOptions say how to start an etcd and a kube-apiserver.
+type APIServerOptions struct {
+	// KubeAPIServer and Etcd are the executables.
+	KubeAPIServer, Etcd string
+	// Dir receives the etcd data, the certificates, the token file and the logs.
+	Dir string
+	// ServiceCIDR is the API server's Service range (--service-cluster-ip-range).
+	ServiceCIDR string
+	// Name names the etcd member, the CA and the admin user ("<Name>-admin"), so that a
+	// log or a certificate says which test it belongs to.
+	Name string
+}
+
+// APIServer is an etcd and a kube-apiserver serving on loopback, stopped when the test
+// that started them ends.
+type APIServer struct {
+	// Host is the API server's https:// URL.
+	Host string
+	// Token is a bearer token of the admin user, in group system:masters.
+	Token string
+	// PKI holds the CA and keys the API server runs with; controllers that sign
+	// service-account tokens or publish the root CA need them too.
+	PKI *PKI
+	// Process and Etcd are the running servers.
+	Process, Etcd *Process
+
+	name string
+}
+
+// StartAPIServer starts etcd and kube-apiserver and waits until the API server is
+// ready. Both processes (and their process groups) are killed when the test ends,
+// whether it passes, fails or panics; if the test binary itself dies (a -timeout), the
+// kernel kills them (parent-death signal, on Linux).
+func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *APIServer {
+	t.Helper()
+	ports := freePorts(t, 3)
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
+	s := &APIServer{Host: "https://" + net.JoinHostPort(Loopback, strconv.Itoa(apiPort)), name: opts.Name}
+
+	pki, err := writePKI(opts.Dir, opts.Name)
+	if err != nil {
+		t.Fatalf("generating certificates: %v", err)
+	}
+	s.PKI = pki
+	s.Token = RandomHex(t, 32)
+	tokenFile := filepath.Join(opts.Dir, "tokens.csv")
+	user := s.adminUser()
+	if err := os.WriteFile(tokenFile, []byte(s.Token+","+user+","+user+`,"system:masters"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	clientURL := "http://" + net.JoinHostPort(Loopback, strconv.Itoa(etcdClient))
+	peerURL := "http://" + net.JoinHostPort(Loopback, strconv.Itoa(etcdPeer))
+	etcdArgs := []string{
+		"--name=" + opts.Name,
+		"--data-dir=" + filepath.Join(opts.Dir, "etcd"),
+		"--listen-client-urls=" + clientURL,
+		"--advertise-client-urls=" + clientURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=" + opts.Name + "=" + peerURL,
+		"--initial-cluster-state=new",
+		"--logger=zap",
+		"--log-level=warn",
+	}
+	if etcdSupports(opts.Etcd, "--unsafe-no-fsync") {
+		// The data is thrown away with the test.
+		etcdArgs = append(etcdArgs, "--unsafe-no-fsync")
+	}
+	s.Etcd = StartProcess(t, "etcd", opts.Etcd, filepath.Join(opts.Dir, "etcd.log"), etcdArgs...)
+	if err := WaitFor(ctx, 60*time.Second, s.Etcd, func() (bool, error) {
+		resp, err := http.Get(clientURL + "/health")
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("etcd did not become healthy: %v\n%s", err, s.Etcd.Tail(40))
+	}
+
+	s.Process = StartProcess(t, "kube-apiserver", opts.KubeAPIServer, filepath.Join(opts.Dir, "kube-apiserver.log"),
+		"--etcd-servers="+clientURL,
+		"--bind-address="+Loopback,
+		"--advertise-address="+Loopback,
+		"--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+filepath.Join(opts.Dir, "certs"),
+		"--tls-cert-file="+pki.ServingCert,
+		"--tls-private-key-file="+pki.ServingKey,
+		"--client-ca-file="+pki.CAFile,
+		"--token-auth-file="+tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+pki.SAPublic,
+		"--service-account-signing-key-file="+pki.SAPrivate,
+		"--service-cluster-ip-range="+opts.ServiceCIDR,
+		"--allow-privileged=true",
+		// No kubelet or network: the kubernetes Endpoints would name a loopback address.
+		"--endpoint-reconciler-type=none",
+		"--profiling=false",
+		// client-go v0.36 (kwok's, for one) asks for streamed lists over watches, which
+		// the API server can serve only from an etcd that answers progress requests
+		// (Debian's 3.4.23 does not): every such watch fails and the client would see
+		// changes only at its backed-off relists, tens of seconds late. Without the
+		// feature the server refuses the streamed list up front and clients list and
+		// watch as before.
+		"--feature-gates=WatchList=false",
+	)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kube-apiserver log (last lines):\n%s", s.Process.Tail(30))
+		}
+	})
+
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pki.caPool, MinVersion: tls.VersionTLS12},
+	}}
+	defer client.CloseIdleConnections()
+	var last string
+	if err := WaitFor(ctx, 3*time.Minute, s.Process, func() (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Host+"/readyz", nil)
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return resp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		t.Fatalf("kube-apiserver did not become ready: %v (last /readyz: %s)\n%s", err, last, s.Process.Tail(40))
+	}
+	return s
+}
+
+func (s *APIServer) adminUser() string { return s.name + "-admin" }
+
+// RESTConfig is a client configuration of the admin user. Callers set QPS, Burst and
+// UserAgent for what they do.
+func (s *APIServer) RESTConfig() *rest.Config {
+	return &rest.Config{
+		Host:            s.Host,
+		BearerToken:     s.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: s.PKI.CAPEM},
+		Timeout:         2 * time.Minute,
+	}
+}
+
+// WriteKubeconfig writes a kubeconfig of the admin user whose only (and current)
+// context is contextName, for the tools and controllers that read one.
+func (s *APIServer) WriteKubeconfig(path, contextName string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[s.name] = &clientcmdapi.Cluster{Server: s.Host, CertificateAuthorityData: s.PKI.CAPEM}
+	cfg.AuthInfos[s.adminUser()] = &clientcmdapi.AuthInfo{Token: s.Token}
+	cfg.Contexts[contextName] = &clientcmdapi.Context{Cluster: s.name, AuthInfo: s.adminUser(), Namespace: "default"}
+	cfg.CurrentContext = contextName
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// freePorts returns n distinct free TCP ports on loopback.
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(Loopback, "0"))
+		if err != nil {
+			t.Fatalf("finding a free port: %v", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// RandomHex returns n random bytes, hex-encoded: tokens and passphrases no two runs share.
+func RandomHex(t testing.TB, n int) string {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// etcdSupports reports whether etcd --help lists a flag: the etcd on PATH is Debian's
+// or one built from source (hack/build-tools.sh), and not every version has every flag.
+func etcdSupports(etcd, flag string) bool {
+	out, _ := exec.Command(etcd, "--help").CombinedOutput()
+	return bytes.Contains(out, []byte(flag))
+}

@@ -1,0 +1,12 @@
+// Package testenv is what the tests under tests/ that run real servers share: an etcd
+// and a kube-apiserver on loopback with their certificates (StartAPIServer), servers
+// run as processes in their own process groups with their logs (StartProcess,
+// LaunchProcess, WaitFor), the lookup of the executables (Executables), the repository
+// root and the ../shared directories next to it (RepoRoot, CRDsDir, ThirdpartyDir), the
+// skip rules (SkipIfShortOrDisabled) and the upstream CRDs (LoadCRDs, WaitEstablished).
+//
+// tests/conformance and tests/e2e each had their own copy of all this, and the copies
+// had drifted; one package keeps them the same. It is a normal package so that test
+// packages can import it, and it lives under tests/internal so that Go refuses to let the
+// program import it. Nothing in it reads ../shared unless a test asks it to.
+package testenv
