@@ -13,6 +13,9 @@ const (
 	EdgeGatewayName = "kcp-edge"
 	// EdgeListenerPort is the port the edge listens on for every kcp hostname.
 	EdgeListenerPort = 443
+	// KindGatewayWaitFor is what the provider awaits on the kind Gateway: Envoy Gateway
+	// has programmed it (its Envoy proxy runs and the Gateway has an address).
+	KindGatewayWaitFor = "condition=Programmed"
 )
 
 // envoyGatewayEdge is the kind edge: Envoy Gateway with TLS passthrough, one TLSRoute
@@ -57,8 +60,11 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 	for _, b := range backends {
 		serviceDeps = append(serviceDeps, b.DependsOn...)
 	}
+	// Custom resources are not awaited unless they carry pulumi.com/waitFor: the edge is
+	// ready when Envoy Gateway says so, not when the object exists.
 	gateway, err := newUntyped(ctx, name+"-gateway",
-		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: EdgeGatewayName, Namespace: NamespaceKcp},
+		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: EdgeGatewayName, Namespace: NamespaceKcp,
+			Annotations: map[string]string{AnnotationWaitFor: KindGatewayWaitFor}},
 		edgeapi.GatewaySpec{
 			GatewayClassName: EdgeGatewayName,
 			// No listener hostname: a wildcard would not match the apex; the TLSRoutes

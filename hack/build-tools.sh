@@ -37,6 +37,8 @@
 #               ../shared/thirdparty (GOFLAGS=-mod=readonly; never copied here)
 #   cert-manager  cert-manager's controller, from ../shared/thirdparty the same way
 #   envoy-gateway envoy-gateway control plane (go install at an exact version)
+#   helm        the Helm CLI (go install at an exact version): tests/e2e renders the
+#               Envoy Gateway chart's ServiceAccount and RBAC with it
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -53,7 +55,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/tools"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway)
+ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm)
 THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
@@ -61,6 +63,8 @@ ACTIONLINT_VERSION=v1.7.12
 KWOK_VERSION=v0.8.0
 FAKEGCS_VERSION=v1.56.1
 ENVOY_GATEWAY_VERSION=v1.9.0
+# The Helm library version the Kubernetes provider is built with (tools/provider/go.sum).
+HELM_VERSION=v3.18.6
 # The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
 # (its README); the source carries no version of its own, so the pin lives here.
 KCP_OPERATOR_VERSION=406169b
@@ -130,6 +134,7 @@ group_info() {
       VERSION=$(modver "$THIRDPARTY/cert-manager-controller" github.com/cert-manager/cert-manager)
       BINS=(cert-manager-controller) ;;
     envoy-gateway) NAME=envoy-gateway; VERSION=$ENVOY_GATEWAY_VERSION; BINS=(envoy-gateway) ;;
+    helm) NAME=helm; VERSION=$HELM_VERSION; BINS=(helm) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
 }
@@ -188,6 +193,7 @@ build_etcdtools() {
 }
 
 build_envoy-gateway() { go_install "$1" "github.com/envoyproxy/gateway/cmd/envoy-gateway@$VERSION"; }
+build_helm() { go_install "$1" "helm.sh/helm/v3/cmd/helm@$VERSION"; }
 
 # thirdparty_build SRC PKG OUT: build from the read-only upstream copy without
 # touching its go.mod/go.sum.
@@ -300,6 +306,7 @@ check_group() {
       pulumi-language-go) out=$("$dir/$b" -version) ;;
       kcp-operator|cert-manager-controller) out=$("$dir/$b" --help 2>&1 | head -1) ;;
       envoy-gateway) out=$("$dir/$b" version) ;;
+      helm) out=$("$dir/$b" version --short) ;;
       pulumi-resource-kubernetes)
         # Started without an engine address, a provider serves gRPC on a free
         # port and prints the port on stdout.

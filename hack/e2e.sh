@@ -3,7 +3,8 @@
 # offline (tests/e2e): builds what it needs with hack/build-tools.sh (kube-apiserver,
 # kube-controller-manager, kube-scheduler, etcd, kwok, the pulumi CLI and the
 # pulumi-resource-kubernetes plugin, and the real controllers: kcp-operator and
-# cert-manager's controller from ../shared/thirdparty; the first
+# cert-manager's controller from ../shared/thirdparty, the Envoy Gateway control plane
+# and the Helm CLI that renders its chart; the first
 # build of the CLI and the plugin takes about ten minutes each), puts them on PATH and
 # runs the test.
 #
@@ -18,9 +19,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-eval "$("$ROOT/hack/build-tools.sh" env kube etcd kwok pulumi provider kcp-operator cert-manager)"
+eval "$("$ROOT/hack/build-tools.sh" env kube etcd kwok pulumi provider kcp-operator cert-manager envoy-gateway helm)"
 for bin in kube-apiserver kube-controller-manager kube-scheduler etcd kwok pulumi pulumi-resource-kubernetes \
-  kcp-operator cert-manager-controller; do
+  kcp-operator cert-manager-controller envoy-gateway helm; do
   command -v "$bin" >/dev/null || { echo "e2e: $bin not found after build" >&2; exit 1; }
 done
 

@@ -56,6 +56,9 @@ func TestKindEdgePassesTLSThroughWithLongTimeouts(t *testing.T) {
 	gateway := inputs(object(t, rec, "Gateway", components.EdgeGatewayName))
 	require.Equal(t, "TLS", getString(t, gateway, "spec.listeners[0].protocol"))
 	require.Equal(t, "Passthrough", getString(t, gateway, "spec.listeners[0].tls.mode"))
+	// The up waits until Envoy Gateway has programmed the Gateway (tests/e2e proves it
+	// against the real control plane).
+	require.Equal(t, components.KindGatewayWaitFor, getString(t, gateway, "metadata.annotations.pulumi\\.com/waitFor"))
 	hosts := map[string]string{"frontproxy": cfg.Kcp.FrontProxy.Hostname, "root": cfg.Kcp.RootShard.Hostname, "alpha": cfg.Kcp.Shards[0].Hostname}
 	for name, host := range hosts {
 		route := inputs(object(t, rec, "TLSRoute", "kcp-"+name))

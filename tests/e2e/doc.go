@@ -7,27 +7,39 @@
 // out. The real controllers run as processes against it: the kcp-operator (built from
 // ../shared/thirdparty, as the ServiceAccount of the chart the stack installs, which the
 // test generates from the real chart templates), cert-manager's controller (v1.20.2,
-// from ../shared/thirdparty, the version the kind stack installs). Envoy Gateway
-// does not run yet: the kind edge is marked present. kwok makes kcp-system pods Ready
-// only after a few seconds, like real kcp servers.
+// from ../shared/thirdparty, the version the kind stack installs), and the Envoy Gateway
+// control plane (v1.9.0, the version the kind stack installs; go install'ed from the Go
+// module proxy), which reconciles the kind edge: the stack is told Envoy Gateway is
+// present, and the test installs the ServiceAccounts, RBAC, configuration and CRDs of
+// the real chart (charts/gateway-helm of that module, rendered with the Helm CLI), issues
+// its certificates with `envoy-gateway certgen` as the chart's certgen ServiceAccount,
+// and runs it as the chart's ServiceAccount in a mount namespace (a private root with
+// /certs) and a network namespace of its own, the API server's port forwarded into it
+// (envoygateway_test.go). Envoy Gateway creates its Envoy proxy Deployment and Service,
+// which kwok runs as simulated pods. kwok makes kcp-system pods Ready only after a few
+// seconds, like real kcp servers.
 //
 // The test proves what mocks and the offline plan cannot: a preview of a fresh stack
 // succeeds; `up` converges and creates no kcp object before what it needs is ready; the
 // cluster holds what the offline plan shows; the hub Secret holds the minted
-// kubeconfig while the state holds no plaintext of it; a second preview and `up` change
-// nothing; a kcp version bump updates every kcp object and replaces nothing that holds
+// kubeconfig while the state holds no plaintext of it; Envoy Gateway accepts the
+// GatewayClass, the TLSRoutes and both traffic policies and programs the Gateway; a
+// second preview and `up` change nothing; a kcp version bump updates every kcp object and replaces nothing that holds
 // data; raising hub.remintGeneration mints a new credential; `destroy` keeps the etcd
 // volumes and the operator's CRDs, and a later `up` takes them over; an `up` interrupted
 // with Ctrl-C while it waits for the root shard converges when run again.
 //
 // hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
-// provider kcp-operator cert-manager) and runs the test. The binaries are looked up on
-// PATH: kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kwok, pulumi,
-// pulumi-resource-kubernetes, kcp-operator and cert-manager-controller. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
+// provider kcp-operator cert-manager envoy-gateway helm) and runs the test. The binaries
+// are looked up on PATH: kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
+// kwok, pulumi, pulumi-resource-kubernetes, kcp-operator, cert-manager-controller,
+// envoy-gateway and helm. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
 // `go test -short` skips it. The upstream CRDs are read from ../shared/reference/crds
 // relative to the repository root, or from RAILGRID_CRDS_DIR; the operator's chart and RBAC
 // from ../shared/thirdparty or RAILGRID_THIRDPARTY_DIR; kwok's stages from the
-// sigs.k8s.io/kwok module in the Go module cache. A failing run keeps the CLI's output of
+// sigs.k8s.io/kwok module and Envoy Gateway's chart from the github.com/envoyproxy/gateway
+// module in the Go module cache (downloaded if missing). The test needs root (unshare,
+// mount, setns) for Envoy Gateway's namespaces. A failing run keeps the CLI's output of
 // every command (the path is logged); RAILGRID_E2E_KEEP=1 also keeps the control plane's
 // data and logs, the workspace and the state; RAILGRID_E2E_VERBOSE=1 prints the
 // controllers' logs of a passing run.

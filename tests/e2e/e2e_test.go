@@ -78,6 +78,7 @@ type env struct {
 	stack   *e2eStack
 	plan    rendered
 	ctl     *controllers
+	eg      *envoyGateway
 	volumes *volumeBinder
 }
 
@@ -110,6 +111,7 @@ func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources) *env 
 	e := &env{c: c, plan: p}
 	e.volumes = startVolumeBinder(t, ctx, c)
 	e.ctl = startControllers(t, ctx, c, bins, filepath.Join(base, "cluster"))
+	e.eg = startEnvoyGateway(t, ctx, c, root, filepath.Join(base, "envoy-gateway"))
 	e.stack = newStack(t, ctx, root, base, c, bins, chartDir)
 	return e
 }
@@ -216,6 +218,9 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	if !upOK {
 		return // nothing else can be checked without a converged stack
 	}
+
+	// 2b. Envoy Gateway accepted and programmed the kind edge.
+	t.Run("2b-envoy-gateway-programs-the-edge", func(t *testing.T) { checkEdgeProgrammed(t, ctx, e) })
 
 	// 3. The cluster holds what the offline plan shows.
 	t.Run("3-cluster-matches-offline-plan", func(t *testing.T) {
@@ -379,6 +384,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		}
 		t.Logf("destroy: %s", changeCounts(summaryOf(res.Summary)))
 		checkAfterDestroy(t, ctx, e, p, pvcsBefore)
+		checkEnvoyProxyRemoved(t, ctx, e)
 		if d := s.export(ctx); len(d.Resources) > 0 {
 			var left []string
 			for _, r := range d.Resources {
