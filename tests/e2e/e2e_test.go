@@ -73,6 +73,7 @@ func TestKindStackEndToEnd(t *testing.T) {
 
 	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ctx, bins, src) })
 	t.Run("interrupted-up", func(t *testing.T) { interruptedUp(t, ctx, bins, src) })
+	t.Run("killed-up", func(t *testing.T) { killedUp(t, ctx, bins, src) })
 	t.Logf("e2e finished in %s", time.Since(started).Round(time.Second))
 }
 
