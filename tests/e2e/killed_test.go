@@ -209,7 +209,9 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 				t.Errorf("the object of the kill point is not in the cluster")
 			}
 			repairStart := time.Now()
-			defer func() { t.Logf("cancel, refresh and repair after the kill took %s", time.Since(repairStart).Round(100*time.Millisecond)) }()
+			defer func() {
+				t.Logf("cancel, refresh and repair after the kill took %s", time.Since(repairStart).Round(100*time.Millisecond))
+			}()
 			d := s.export(ctx)
 			locks := s.locks()
 			t.Logf("after the kill: %d resources in the state, pending operations:%s\nlock files: %v", len(d.Resources), indent(d.pending()), locks)
