@@ -44,7 +44,10 @@ type killPoint struct {
 	name      string
 	arm       func(steps map[string]*step) bool // the engine is where the kill should land
 	inCluster func(ctx context.Context) bool    // the object being created has reached the API server
-	landed    func(t *testing.T, steps map[string]*step)
+	// settle is how long to wait once armed: past the CLI's first state write (a kill
+	// at that moment once left the file backend's state unreadable: see the README).
+	settle time.Duration
+	landed func(t *testing.T, steps map[string]*step)
 }
 
 // locks lists the file backend's lock files of the stack.
@@ -139,6 +142,8 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			return (finished(st, release) || before[release]) && started(st, etcds[0]) && started(st, etcds[1])
 		},
 		inCluster: exists(statefulSetGVR, components.NamespaceEtcd, "etcd-root", "etcd-alpha"),
+		// The provider then awaits the rollout, which the held claims keep from ending.
+		settle: 5 * time.Second,
 		landed: func(t *testing.T, st map[string]*step) {
 			for _, u := range etcds {
 				if finished(st, u) {
@@ -187,6 +192,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 				}
 				once.Do(func() {
 					go func() {
+						time.Sleep(kp.settle)
 						for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && !kp.inCluster(uctx); time.Sleep(50 * time.Millisecond) {
 						}
 						mu.Lock()
@@ -212,6 +218,19 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			defer func() {
 				t.Logf("cancel, refresh and repair after the kill took %s", time.Since(repairStart).Round(100*time.Millisecond))
 			}()
+			// A kill while the file backend writes the state's attribute sidecar
+			// (gocloud fileblob setAttrs: create, then write) leaves it empty, and every
+			// command then fails with "failed to load checkpoint: EOF". Seen once; the
+			// README gives the repair, which the test applies and reports.
+			_ = filepath.WalkDir(filepath.Join(s.stateDir, ".pulumi", "stacks"), func(path string, de os.DirEntry, err error) error {
+				if info, ierr := os.Stat(path); err == nil && ierr == nil && !de.IsDir() && strings.HasSuffix(path, ".attrs") && info.Size() == 0 {
+					t.Logf("MANUAL STEP (file backend): the kill left the empty attribute file %s; removing it", filepath.Base(path))
+					if err := os.Remove(path); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return nil
+			})
 			d := s.export(ctx)
 			locks := s.locks()
 			t.Logf("after the kill: %d resources in the state, pending operations:%s\nlock files: %v", len(d.Resources), indent(d.pending()), locks)
