@@ -15,7 +15,8 @@ const StackName = "railgrid-kcp"
 // hub need next. main.go, the tests and the tools all call it, so they run exactly what
 // `pulumi up` runs.
 func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
-	p, err := NewKcpPlatform(ctx, StackName, &KcpPlatformArgs{Config: cfg})
+	p, err := NewKcpPlatform(ctx, StackName, &KcpPlatformArgs{Config: cfg},
+		pulumi.Transformations([]pulumi.ResourceTransformation{withStableFieldManager}))
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package components
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"strings"
 
@@ -21,8 +22,14 @@ const (
 	// SplitHorizonHostsConfigMap holds the answers; it is the only part that changes
 	// with the shards, and deleting it (destroy) removes every answer again.
 	SplitHorizonHostsConfigMap = "railgrid-kcp-hosts"
-	SplitHorizonHostsKey       = "hosts"
-	splitHorizonMountPath      = "/etc/coredns/railgrid-kcp"
+	// SplitHorizonCorefileConfigMap is the Corefile CoreDNS reads: kubeadm's plus the
+	// hosts stanza, mounted over CorefilePath.
+	SplitHorizonCorefileConfigMap = "railgrid-kcp-corefile"
+	CorefileKey                   = "Corefile"
+	CorefilePath                  = "/etc/coredns/Corefile"
+	corefileHashAnnotation        = "railgrid.io/corefile-sha256"
+	SplitHorizonHostsKey          = "hosts"
+	splitHorizonMountPath         = "/etc/coredns/railgrid-kcp"
 
 	corefileMarkerBegin = "# railgrid-kcp split horizon: BEGIN"
 	corefileMarkerEnd   = "# railgrid-kcp split horizon: END"
@@ -30,10 +37,16 @@ const (
 
 // coreDNSHosts is the kind split horizon: a hosts file in a ConfigMap of our own,
 // mounted into CoreDNS and read by its hosts plugin (which re-reads the file by itself).
-// The Corefile and the CoreDNS Deployment are patched once, idempotently, to read that
-// file; the patch is retained on destroy because the Corefile is kubeadm's and removing
-// the field would leave CoreDNS without configuration. With the ConfigMap gone, the
-// retained stanza reads an empty file and falls through.
+// kubeadm's ConfigMap is never written: the Corefile CoreDNS reads is a ConfigMap of our
+// own (kubeadm's Corefile plus the hosts stanza), mounted by a patch of kubeadm's
+// Deployment over /etc/coredns/Corefile with a subPath. The patch only adds entries
+// (two volumes, two mounts keyed by their mount paths, a template annotation), so it
+// shares the Deployment with kubeadm without forcing anything.
+//
+// On destroy the hosts ConfigMap goes (every answer with it); the Corefile ConfigMap and
+// the Deployment patch are retained: the pods mount the Corefile, and without it
+// CoreDNS would have no configuration. The retained stanza then reads an absent hosts
+// file (its volume is optional) and falls through.
 type coreDNSHosts struct{}
 
 func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, opts ...pulumi.ResourceOption) error {
@@ -52,37 +65,48 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 	if err != nil {
 		return err
 	}
-	corefile := live.Data.MapIndex(pulumi.String("Corefile")).ApplyT(withSplitHorizonHosts).(pulumi.StringOutput)
+	corefile := live.Data.MapIndex(pulumi.String(CorefileKey)).ApplyT(withSplitHorizonHosts).(pulumi.StringOutput)
 	retained := append(append([]pulumi.ResourceOption{}, opts...), pulumi.RetainOnDelete(true))
-	if _, err := corev1.NewConfigMapPatch(ctx, name+"-corefile", &corev1.ConfigMapPatchArgs{
-		Metadata: &metav1.ObjectMetaPatchArgs{
-			Name:      pulumi.String(CoreDNSConfigMap),
-			Namespace: pulumi.String(CoreDNSNamespace),
-			// kubeadm owns data.Corefile; taking it over needs a forced apply.
-			Annotations: pulumi.StringMap{"pulumi.com/patchForce": pulumi.String("true")},
-		},
-		Data: pulumi.StringMap{"Corefile": corefile},
-	}, retained...); err != nil {
+	corefileMap, err := corev1.NewConfigMap(ctx, name+"-corefile", &corev1.ConfigMapArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(SplitHorizonCorefileConfigMap), Namespace: pulumi.String(CoreDNSNamespace)},
+		Data:     pulumi.StringMap{CorefileKey: corefile},
+	}, retained...)
+	if err != nil {
 		return err
 	}
 	_, err = appsv1.NewDeploymentPatch(ctx, name+"-coredns-volume", &appsv1.DeploymentPatchArgs{
 		Metadata: &metav1.ObjectMetaPatchArgs{Name: pulumi.String(CoreDNSDeployment), Namespace: pulumi.String(CoreDNSNamespace)},
-		Spec: &appsv1.DeploymentSpecPatchArgs{Template: &corev1.PodTemplateSpecPatchArgs{Spec: &corev1.PodSpecPatchArgs{
-			Containers: corev1.ContainerPatchArray{&corev1.ContainerPatchArgs{
-				Name: pulumi.String(CoreDNSContainer),
-				VolumeMounts: corev1.VolumeMountPatchArray{&corev1.VolumeMountPatchArgs{
-					Name: pulumi.String(SplitHorizonHostsConfigMap), MountPath: pulumi.String(splitHorizonMountPath), ReadOnly: pulumi.Bool(true),
+		Spec: &appsv1.DeploymentSpecPatchArgs{Template: &corev1.PodTemplateSpecPatchArgs{
+			// A subPath mount does not follow changes of its ConfigMap: a new Corefile
+			// rolls the pods through this annotation.
+			Metadata: &metav1.ObjectMetaPatchArgs{Annotations: pulumi.StringMap{
+				corefileHashAnnotation: corefile.ApplyT(func(c string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(c))) }).(pulumi.StringOutput),
+			}},
+			Spec: &corev1.PodSpecPatchArgs{
+				Containers: corev1.ContainerPatchArray{&corev1.ContainerPatchArgs{
+					Name: pulumi.String(CoreDNSContainer),
+					VolumeMounts: corev1.VolumeMountPatchArray{
+						&corev1.VolumeMountPatchArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), MountPath: pulumi.String(splitHorizonMountPath), ReadOnly: pulumi.Bool(true)},
+						// Over kubeadm's file inside its own /etc/coredns mount.
+						&corev1.VolumeMountPatchArgs{Name: pulumi.String(SplitHorizonCorefileConfigMap), MountPath: pulumi.String(CorefilePath), SubPath: pulumi.String(CorefileKey), ReadOnly: pulumi.Bool(true)},
+					},
 				}},
-			}},
-			Volumes: corev1.VolumePatchArray{&corev1.VolumePatchArgs{
-				Name: pulumi.String(SplitHorizonHostsConfigMap),
-				// Optional: CoreDNS keeps running when the ConfigMap is gone.
-				ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), Optional: pulumi.Bool(true)},
-			}},
-		}}},
+				Volumes: corev1.VolumePatchArray{
+					&corev1.VolumePatchArgs{
+						Name: pulumi.String(SplitHorizonHostsConfigMap),
+						// Optional: CoreDNS keeps running when the ConfigMap is gone.
+						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), Optional: pulumi.Bool(true)},
+					},
+					&corev1.VolumePatchArgs{
+						Name:      pulumi.String(SplitHorizonCorefileConfigMap),
+						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(SplitHorizonCorefileConfigMap)},
+					},
+				},
+			}}},
 		// The provider diffs lists by position and kubeadm's own volume comes first, so the
 		// patch would show a change on every run; the fields it adds are applied once.
-	}, append(retained, pulumi.IgnoreChanges([]string{"spec.template.spec.containers", "spec.template.spec.volumes"}))...)
+	}, append(retained, pulumi.DependsOn([]pulumi.Resource{corefileMap}),
+		pulumi.IgnoreChanges([]string{"spec.template.spec.containers", "spec.template.spec.volumes"}))...)
 	return err
 }
 

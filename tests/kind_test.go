@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -12,8 +14,11 @@ import (
 )
 
 // Inside the kind cluster each shard hostname resolves to its owned Service: CoreDNS
-// reads a hosts file from a ConfigMap of ours (deleted on destroy), and the one-time
-// Corefile and Deployment patches are retained, since the Corefile is kubeadm's.
+// reads a hosts file from a ConfigMap of ours (deleted on destroy). kubeadm's Corefile
+// ConfigMap is not written at all: CoreDNS reads a Corefile of ours (kubeadm's plus the
+// hosts stanza), which a patch of kubeadm's Deployment mounts over /etc/coredns/Corefile
+// with a subPath. The patch adds entries only and is not forced; it and the Corefile are
+// retained on destroy, since CoreDNS's pods mount that Corefile.
 func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	rec, cfg := runStack(t, "kind"), shippedConfig(t, "kind")
 	hosts := object(t, rec, "ConfigMap", components.SplitHorizonHostsConfigMap)
@@ -26,26 +31,39 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	require.Equal(t, want, lines)
 	require.NotContains(t, lines, cfg.Kcp.FrontProxy.Hostname, "only shard hostnames are split")
 
-	patch, ok := rec.Find("kubernetes:core/v1:ConfigMapPatch", "railgrid-kcp-dns-corefile")
-	require.True(t, ok)
-	require.True(t, patch.RetainOnDelete)
-	corefile := getString(t, inputs(patch), "data.Corefile")
+	for _, res := range rec.Resources {
+		require.NotEqual(t, "kubernetes:core/v1:ConfigMapPatch", res.Type, "kubeadm's ConfigMap is not patched: %s", res.URN)
+	}
+	corefileMap := object(t, rec, "ConfigMap", components.SplitHorizonCorefileConfigMap)
+	require.True(t, corefileMap.RetainOnDelete, "CoreDNS's pods mount it: destroy keeps it")
+	require.Equal(t, components.CoreDNSNamespace, getString(t, inputs(corefileMap), "metadata.namespace"))
+	corefile := getString(t, inputs(corefileMap), "data.Corefile")
 	require.Contains(t, corefile, "hosts /etc/coredns/railgrid-kcp/hosts {\n        fallthrough\n    }")
 	require.True(t, strings.HasPrefix(corefile, ".:53 {\n    # railgrid-kcp split horizon: BEGIN"), corefile)
-	require.Contains(t, corefile, "forward . /etc/resolv.conf", "the rest of the live Corefile is kept")
-	require.Equal(t, "true", getString(t, inputs(patch), "metadata.annotations.pulumi\\.com/patchForce"))
+	require.Contains(t, corefile, "forward . /etc/resolv.conf", "the rest of kubeadm's Corefile is kept")
 
 	deploy, ok := rec.Find("kubernetes:apps/v1:DeploymentPatch", "railgrid-kcp-dns-coredns-volume")
 	require.True(t, ok)
 	require.True(t, deploy.RetainOnDelete)
+	require.True(t, rec.DependsOnTransitively(deploy.URN, corefileMap.URN), "the pods mount the Corefile once it exists")
+	require.Nil(t, getOptional(inputs(deploy), "metadata", "annotations", "pulumi.com/patchForce"), "kubeadm's Deployment is shared: never forced")
 	// The provider diffs lists by position; without this every run shows a change.
 	require.ElementsMatch(t, []string{"spec.template.spec.containers", "spec.template.spec.volumes"}, deploy.IgnoreChanges)
 	provider, ok := rec.Find("pulumi:providers:kubernetes", "railgrid-kcp-kind-k8s")
 	require.True(t, ok)
 	require.Equal(t, "true", fmt.Sprint(inputs(provider)["enableSecretMutable"]), "a re-mint updates the hub Secret in place")
+	require.Nil(t, inputs(provider)["enablePatchForce"], "no forced apply on every object")
 	require.Equal(t, true, get(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.optional"))
 	require.Equal(t, components.SplitHorizonHostsConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.name"))
 	require.Equal(t, "/etc/coredns/railgrid-kcp", getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[0].mountPath"))
+	require.Equal(t, components.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[1].configMap.name"))
+	require.Nil(t, getOptional(get(t, inputs(deploy), "spec.template.spec.volumes[1]"), "configMap", "optional"), "a missing Corefile must keep the pod from starting, not start CoreDNS on an empty file")
+	require.Equal(t, components.CorefilePath, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].mountPath"))
+	require.Equal(t, components.CorefileKey, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].subPath"))
+	require.Equal(t, components.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].name"))
+	sum := sha256.Sum256([]byte(corefile))
+	require.Equal(t, hex.EncodeToString(sum[:]), getString(t, inputs(deploy), "spec.template.metadata.annotations.railgrid\\.io/corefile-sha256"),
+		"a changed Corefile rolls CoreDNS (a subPath mount does not follow its ConfigMap)")
 }
 
 // kind exposes every hostname through Envoy Gateway with TLS passthrough (client

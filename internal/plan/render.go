@@ -27,7 +27,7 @@ func WriteYAML(w io.Writer, rec *mockstack.Recording) error {
 	for _, obj := range KubernetesObjects(rec) {
 		fmt.Fprintln(w, "---")
 		if obj.Patch {
-			fmt.Fprintln(w, "# server-side apply patch of an existing object (kubectl apply --server-side --force-conflicts)")
+			fmt.Fprintln(w, "# server-side apply patch of an existing object (it adds entries; forced only if it says pulumi.com/patchForce)")
 		}
 		out, err := yaml.Marshal(obj.Manifest)
 		if err != nil {

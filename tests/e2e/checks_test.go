@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 )
 
@@ -125,9 +126,9 @@ func comparePlan(ctx context.Context, c *cluster, objects []plan.Object) ([]stri
 	return problems, checked, nil
 }
 
-// pulumiManager is the prefix of the field manager the Kubernetes provider writes every
-// object it creates or patches with (server-side apply: pulumi-kubernetes-<id>).
-const pulumiManager = "pulumi-kubernetes"
+// pulumiManager is the field manager the Kubernetes provider writes every object of the
+// program with (components.FieldManager, set by the program on each object).
+const pulumiManager = components.FieldManager
 
 func managedByPulumi(o *unstructured.Unstructured) bool {
 	for _, m := range o.GetManagedFields() {

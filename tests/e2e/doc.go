@@ -27,7 +27,10 @@
 // second preview and `up` change nothing; a kcp version bump updates every kcp object and replaces nothing that holds
 // data; raising hub.remintGeneration mints a new credential; `destroy` keeps the etcd
 // volumes and the operator's CRDs, and a later `up` takes them over; an `up` interrupted
-// with Ctrl-C while it waits for the root shard converges when run again.
+// with Ctrl-C while it waits for the root shard converges when run again; an `up` killed
+// with SIGKILL at three points converges after pulumi cancel and pulumi refresh
+// --clear-pending-creates (killed_test.go); CoreDNS's pod template makes it read the
+// program's Corefile, also after destroy.
 //
 // hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
 // provider kcp-operator cert-manager envoy-gateway helm) and runs the test. The binaries

@@ -65,6 +65,7 @@ func TestKindStackEndToEnd(t *testing.T) {
 
 	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ctx, bins, src) })
 	t.Run("interrupted-up", func(t *testing.T) { interruptedUp(t, ctx, bins, src) })
+	t.Run("killed-up", func(t *testing.T) { killedUp(t, ctx, bins, src) })
 	t.Logf("e2e finished in %s", time.Since(started).Round(time.Second))
 }
 
@@ -263,6 +264,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// 3b. cmd/verify passes its rollout and hub-kubeconfig checks, and reports the DNS and
 	// ingress checks as skipped.
 	t.Run("3b-cmd-verify", func(t *testing.T) { runVerify(t, ctx, e, root) })
+	t.Run("3c-coredns-reads-our-corefile", func(t *testing.T) { checkCoreDNSReadsOurCorefile(t, ctx, e, p, true) })
 
 	// 4. The hub Secret holds the kubeconfig the operator wrote from cert-manager's
 	// certificate; the state holds no plaintext of it.

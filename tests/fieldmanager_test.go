@@ -1,0 +1,57 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/railgrid/railgrid-kcp/components"
+)
+
+// Every Kubernetes object is applied by one fixed field manager, so a create that an
+// interrupted up left in the cluster but not in the state is re-applied by its own
+// manager on the next up (tests/conformance TestReapplyAfterAnInterruptedCreate shows the
+// conflict without it). Forcing conflicts over (pulumi.com/patchForce) is allowed only
+// on objects this program alone writes: never on the kcp-operator's objects (the
+// operator writes their status and finalizers) nor on the patches of kubeadm's CoreDNS.
+func TestEveryObjectHasTheFixedFieldManagerAndForceOnlyWhereWeAloneWrite(t *testing.T) {
+	for _, stack := range []string{"kind", "gke"} {
+		rec := runStack(t, stack)
+		objects, forced, operatorObjects := 0, 0, 0
+		for _, res := range rec.Resources {
+			if !res.Custom || res.Read || !strings.HasPrefix(res.Type, "kubernetes:") || strings.HasPrefix(res.Type, "kubernetes:helm.sh/") {
+				continue
+			}
+			objects++
+			annotations, _ := getOptional(inputs(res), "metadata", "annotations").(map[string]any)
+			require.Equal(t, components.FieldManager, annotations["pulumi.com/patchFieldManager"], "%s %s: field manager", stack, res.URN)
+			force := annotations["pulumi.com/patchForce"]
+			sharedWithAnotherWriter := strings.Contains(res.Type, "operator.kcp.io") || strings.HasSuffix(res.Type, "Patch")
+			if strings.Contains(res.Type, "operator.kcp.io") {
+				operatorObjects++
+			}
+			if sharedWithAnotherWriter {
+				require.Nil(t, force, "%s %s: patchForce on an object another writer shares", stack, res.URN)
+				continue
+			}
+			require.Equal(t, "true", force, "%s %s: an object this program alone writes takes its fields back", stack, res.URN)
+			forced++
+		}
+		require.Greater(t, objects, 20, stack)
+		require.Equal(t, 4, operatorObjects, "%s: RootShard, Shard, FrontProxy, Kubeconfig", stack)
+		t.Logf("stack %s: %d objects, %d forced", stack, objects, forced)
+	}
+}
+
+// getOptional walks keys through nested maps and returns nil where one is missing.
+func getOptional(tree any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := tree.(map[string]any)
+		if !ok {
+			return nil
+		}
+		tree = m[k]
+	}
+	return tree
+}
