@@ -38,5 +38,7 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
 		"pulumi config set --path %s:hub.remintGeneration %d && pulumi up, then restart the hub (it does not reload its kubeconfig)",
 		config.Project, cfg.Hub.RemintGeneration+1)))
 	ctx.Export("snapshots", p.Snapshots)
+	// Where each retired shard's kept etcd data is: namespace, claims and their volumes.
+	ctx.Export("retiredShardVolumes", p.RetiredVolumes)
 	return p, nil
 }

@@ -86,6 +86,12 @@ var (
 		"root, the name of the root shard (kcp.rootShard)")
 	ruleShardNameDistinct = newRule("shard-name-distinct", "`kcp.shards[].name`",
 		"two shards with the same name")
+	ruleRetiredShardName = newRule("retired-shard-name", "`kcp.retiredShards[]`",
+		"must be the name the shard had in kcp.shards (a DNS label), listed once")
+	ruleRetiredRoot = newRule("retired-root", "`kcp.retiredShards[]`",
+		"root: the root shard cannot be removed, as every other shard, the front proxy and the hub's kubeconfig depend on it")
+	ruleRetiredActive = newRule("retired-active", "`kcp.retiredShards[]`, `kcp.shards[].name`",
+		"a shard both in kcp.shards and in kcp.retiredShards; to bring a retired shard back on its kept volumes, remove it from retiredShards")
 	ruleRequestTimeout = newRule("request-timeout", "`kcp.requestTimeout`",
 		"must be a duration of at least 60s: streaming verbs are cut when it ends")
 	ruleNameCollision = newRule("name-collision", "`kcp.shards[].name`, `hub.namespace`",

@@ -77,6 +77,11 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 		if args.ID == components.CoreDNSNamespace+"/"+components.CoreDNSConfigMap {
 			set("data", map[string]any{"Corefile": KindCorefile})
 		}
+	case "kubernetes:core/v1:PersistentVolumeClaim":
+		// A kept etcd claim, bound as the volume provisioner binds it.
+		if args.ReadRPC != nil {
+			set("spec", map[string]any{"volumeName": "pvc-fake-" + strings.ReplaceAll(args.ID, "/", "-")})
+		}
 	case "kubernetes:helm.sh/v3:Release":
 		set("status", map[string]any{"status": "deployed", "revision": 1})
 	case "random:index/randomId:RandomId":

@@ -1,0 +1,114 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/stretchr/testify/require"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+)
+
+// A retired shard (kcp.retiredShards) declares nothing: no etcd, no Shard, no Service,
+// no route, no DNS answer. Its kept claims are only read, one per etcd member, in the
+// etcd namespace.
+func TestRetiredShardDeclaresNothingAndReadsItsKeptClaims(t *testing.T) {
+	for _, stack := range stacks {
+		values := stackValues(t, stack)
+		setIn(values, "kcp", "retiredShards", []any{"beta"})
+		rec, err := runValues(t, stack, values, mockstack.Options{})
+		require.NoError(t, err)
+		members := shippedConfig(t, stack).Etcd.Members
+		var reads []string
+		for _, res := range rec.Resources {
+			if res.Read && res.Type == "kubernetes:core/v1:PersistentVolumeClaim" {
+				reads = append(reads, res.ReadID)
+				continue
+			}
+			require.False(t, !res.Read && strings.Contains(mockstack.MetadataName(res), "beta"),
+				"%s: the retired shard still declares %s", stack, res)
+		}
+		var want []string
+		for i := 0; i < members; i++ {
+			want = append(want, components.NamespaceEtcd+"/"+components.EtcdClaimName("beta", i))
+		}
+		require.ElementsMatch(t, want, reads, stack)
+	}
+}
+
+// Without retired shards the stack reads no claim (existing stacks' plans do not change).
+func TestNoRetiredShardReadsNothing(t *testing.T) {
+	for _, stack := range stacks {
+		for _, res := range runStack(t, stack).Resources {
+			require.NotEqual(t, "kubernetes:core/v1:PersistentVolumeClaim", res.Type, "%s: %s", stack, res)
+		}
+	}
+}
+
+// claimMocks binds every read claim to a volume named after it, as a provisioner would.
+type claimMocks struct{}
+
+func (claimMocks) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	out := args.Inputs.Copy()
+	if args.TypeToken == "kubernetes:core/v1:PersistentVolumeClaim" && args.ReadRPC != nil {
+		out["spec"] = resource.NewPropertyValue(map[string]any{"volumeName": "pv-of-" + strings.ReplaceAll(args.ID, "/", "-")})
+	}
+	return args.ID, out, nil
+}
+
+func (claimMocks) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return resource.PropertyMap{}, nil
+}
+
+// The output of RetiredShardVolumes (the stack output retiredShardVolumes) names, per
+// retired shard, the namespace and each kept claim with the volume bound to it.
+func TestRetiredShardVolumesSayWhereTheDataIs(t *testing.T) {
+	got := make(chan map[string]any, 1)
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		r, err := components.NewRetiredShardVolumes(ctx, "retired", &components.RetiredShardVolumesArgs{Shards: []string{"beta", "gamma"}, Members: 3})
+		if err != nil {
+			return err
+		}
+		r.Volumes.ApplyT(func(m map[string]any) error { got <- m; return nil })
+		return nil
+	}, pulumi.WithMocks("railgrid-kcp", "test", claimMocks{}))
+	require.NoError(t, err)
+	var volumes map[string]any
+	select {
+	case volumes = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the volumes output never resolved")
+	}
+	require.Len(t, volumes, 2)
+	for _, shard := range []string{"beta", "gamma"} {
+		entry := volumes[shard].(map[string]any)
+		require.Equal(t, components.NamespaceEtcd, entry["namespace"])
+		claims := entry["claims"].(map[string]string)
+		require.Len(t, claims, 3)
+		for i := 0; i < 3; i++ {
+			claim := components.EtcdClaimName(shard, i)
+			require.Equal(t, "pv-of-"+components.NamespaceEtcd+"-"+claim, claims[claim])
+		}
+	}
+	require.Equal(t, "data-etcd-beta-0", components.EtcdClaimName("beta", 0), "the claim template data of StatefulSet etcd-beta, member 0")
+}
+
+// An added shard's DNS answer and edge route wait for its Shard (the design's order:
+// the Shard Available before its route and DNS answer); its Shard waits for its etcd and
+// the root shard.
+func TestAddedShardIsPublishedOnlyOnceItsShardIsAvailable(t *testing.T) {
+	values := stackValues(t, "kind")
+	addShard(values, "beta", "beta.kcp.localhost", "10.96.0.103")
+	rec, err := runValues(t, "kind", values, mockstack.Options{})
+	require.NoError(t, err)
+	urn := func(kind, name string) string { return object(t, rec, kind, name).URN }
+	shard := urn("Shard", "beta")
+	require.True(t, rec.DependsOnTransitively(shard, urn("StatefulSet", "etcd-beta")))
+	require.True(t, rec.DependsOnTransitively(shard, urn("RootShard", "root")))
+	require.True(t, rec.DependsOnTransitively(urn("ConfigMap", components.SplitHorizonHostsConfigMap), shard), "the DNS answer waits for the Shard")
+	require.True(t, rec.DependsOnTransitively(urn("TLSRoute", "kcp-beta"), shard), "the route waits for the Shard")
+}
