@@ -27,6 +27,12 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
 	ctx.Export("kcpVersion", pulumi.String(cfg.Versions.Kcp))
 	ctx.Export("frontProxyHostname", pulumi.String(cfg.Kcp.FrontProxy.Hostname))
 	ctx.Export("shardHostnames", shardHosts)
+	// Read back by the next up (config.ReadPreviousShards) to refuse a vanished or moved shard.
+	endpoints := pulumi.Map{}
+	for name, e := range cfg.Endpoints() {
+		endpoints[name] = pulumi.StringMap{"hostname": pulumi.String(e.Hostname), "clusterIP": pulumi.String(e.ClusterIP)}
+	}
+	ctx.Export(config.PreviousShardsOutput, endpoints)
 	ctx.Export("edgeAddress", p.Edge.Address)
 	// What the hub needs next: kcp.external.existingSecret, and kcp's CA for its
 	// provider CA bundle.

@@ -112,3 +112,48 @@ func TestAddedShardIsPublishedOnlyOnceItsShardIsAvailable(t *testing.T) {
 	require.True(t, rec.DependsOnTransitively(urn("ConfigMap", components.SplitHorizonHostsConfigMap), shard), "the DNS answer waits for the Shard")
 	require.True(t, rec.DependsOnTransitively(urn("TLSRoute", "kcp-beta"), shard), "the route waits for the Shard")
 }
+
+// The previous state is read from the stack's own outputs through a stack reference to
+// itself (organization/project/stack), and compared with the config: a shard that ran
+// and is listed in kcp.retiredShards, or still in kcp.shards at the same place, passes.
+func TestPreviousStateIsReadFromTheStacksOwnOutputs(t *testing.T) {
+	retired := stackValues(t, "kind")
+	setIn(retired, "kcp", "retiredShards", []any{"beta"})
+	running := stackValues(t, "kind")
+	addShard(running, "beta", "beta.kcp.localhost", "10.96.0.103")
+	for name, values := range map[string]map[string]any{"retired": retired, "still running": running, "never ran": stackValues(t, "kind")} {
+		rec, err := runValues(t, "kind", values, mockstack.Options{Previous: ranWithBeta})
+		if name == "never ran" {
+			require.Error(t, err, "beta ran and vanished without being retired")
+			continue
+		}
+		require.NoError(t, err, name)
+		var refs []mockstack.Resource
+		for _, res := range rec.Resources {
+			if res.Type == "pulumi:pulumi:StackReference" {
+				refs = append(refs, res)
+			}
+		}
+		require.Len(t, refs, 1, name)
+		require.True(t, refs[0].Read, name)
+		require.True(t, strings.HasSuffix(refs[0].ReadID, "/railgrid-kcp/kind"), "%s: the stack reads itself, not %q", name, refs[0].ReadID)
+	}
+	// A stack that never ran an up has no previous state: nothing is refused for it.
+	_, err := runValues(t, "kind", stackValues(t, "kind"), mockstack.Options{})
+	require.NoError(t, err)
+}
+
+// What the next up reads back is what this up runs: every shard, the root shard
+// included, with its hostname and ClusterIP.
+func TestEndpointsRecordEveryShard(t *testing.T) {
+	cfg := shippedConfig(t, "kind")
+	got := cfg.Endpoints()
+	require.Len(t, got, 1+len(cfg.Kcp.Shards))
+	require.Equal(t, cfg.Kcp.RootShard.ClusterIP, got["root"].ClusterIP)
+	require.Equal(t, cfg.Kcp.RootShard.Hostname, got["root"].Hostname)
+	for _, s := range cfg.Kcp.Shards {
+		require.Equal(t, s.Hostname, got[s.Name].Hostname)
+		require.Equal(t, s.ClusterIP, got[s.Name].ClusterIP)
+	}
+	require.NoError(t, cfg.CheckAgainstPrevious(got), "the config's own endpoints pass")
+}
