@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/internal/plan"
 )
 
 // A retired shard (kcp.retiredShards) declares nothing: no etcd, no Shard, no Service,
@@ -156,4 +160,42 @@ func TestEndpointsRecordEveryShard(t *testing.T) {
 		require.Equal(t, s.ClusterIP, got[s.Name].ClusterIP)
 	}
 	require.NoError(t, cfg.CheckAgainstPrevious(got), "the config's own endpoints pass")
+}
+
+// A rename acknowledged in kcp.retiredShards reads as a retire plus an add: the offline
+// plan's changes delete every object of the old name, create every object of the new
+// one (a new, empty etcd), and read the old name's kept claims.
+func TestAcknowledgedRenameIsARetirePlusAnAdd(t *testing.T) {
+	withBeta := stackValues(t, "kind")
+	addShard(withBeta, "beta", "beta.kcp.localhost", "10.96.0.103")
+	renamed := stackValues(t, "kind")
+	addShard(renamed, "gamma", "gamma.kcp.localhost", "10.96.0.104")
+	setIn(renamed, "kcp", "retiredShards", []any{"beta"})
+	before, err := runValues(t, "kind", withBeta, mockstack.Options{})
+	require.NoError(t, err)
+	// The stack ran beta: without the acknowledgment the rename is refused.
+	unacknowledged := stackValues(t, "kind")
+	addShard(unacknowledged, "gamma", "gamma.kcp.localhost", "10.96.0.104")
+	_, err = runValues(t, "kind", unacknowledged, mockstack.Options{Previous: endpointsOf(t, withBeta)})
+	require.ErrorContains(t, err, "a rename is a retire plus an add")
+	after, err := runValues(t, "kind", renamed, mockstack.Options{Previous: endpointsOf(t, withBeta)})
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, plan.WriteChanges(&b, before, after))
+	changes := b.String()
+	for _, obj := range []string{"Shard kcp-system/%s", "StatefulSet etcd/etcd-%s", "Service kcp-system/kcp-%s", "TLSRoute kcp-system/kcp-%s"} {
+		require.Contains(t, changes, "- "+fmt.Sprintf(obj, "beta")+"\n")
+		require.Contains(t, changes, "+ "+fmt.Sprintf(obj, "gamma")+"\n")
+	}
+	require.Contains(t, changes, "r kubernetes:core/v1:PersistentVolumeClaim etcd/data-etcd-beta-0 (new read)")
+	require.Contains(t, changes, "-         10.96.0.103 beta.kcp.localhost")
+	require.Contains(t, changes, "+         10.96.0.104 gamma.kcp.localhost")
+}
+
+// endpointsOf is what an up of these values records for the next one.
+func endpointsOf(t *testing.T, values map[string]any) map[string]config.ShardEndpoint {
+	t.Helper()
+	cfg, err := config.FromValues(encode(t, values))
+	require.NoError(t, err)
+	return cfg.Endpoints()
 }
