@@ -199,3 +199,25 @@ func endpointsOf(t *testing.T, values map[string]any) map[string]config.ShardEnd
 	require.NoError(t, err)
 	return cfg.Endpoints()
 }
+
+// On GKE, adding a shard creates its etcd, Shard, Service, route, health check and
+// backend policy, response-policy rule (its DNS answer), snapshot and drill jobs, and
+// updates one existing object only: the Gateway, which gets the shard's HTTPS listener.
+func TestAddingAShardOnGKEUpdatesOnlyTheGatewayListeners(t *testing.T) {
+	shipped := stackValues(t, "gke")
+	withBeta := stackValues(t, "gke")
+	addShard(withBeta, "beta", "kcp-beta.railgrid.example.com", "34.118.224.103")
+	before, err := runValues(t, "gke", shipped, mockstack.Options{})
+	require.NoError(t, err)
+	after, err := runValues(t, "gke", withBeta, mockstack.Options{Previous: endpointsOf(t, shipped)})
+	require.NoError(t, err)
+	var b bytes.Buffer
+	require.NoError(t, plan.WriteChanges(&b, before, after))
+	changes := b.String()
+	for _, want := range []string{"+ Shard kcp-system/beta\n", "+ StatefulSet etcd/etcd-beta\n", "+ Service kcp-system/kcp-beta\n", "+ HTTPRoute kcp-system/kcp-beta\n",
+		"+ gcp:dns/responsePolicyRule:ResponsePolicyRule railgrid-kcp-dns-rule-beta\n", "+ CronJob etcd/etcd-beta-snapshot\n", "+ CronJob etcd/etcd-beta-restore-drill\n",
+		"~ Gateway kcp-system/kcp-edge\n", "hostname: kcp-beta.railgrid.example.com", "0 to delete, 1 to update"} {
+		require.Contains(t, changes, want)
+	}
+	require.NotContains(t, changes, "\n- ", "adding a shard deletes nothing")
+}
