@@ -28,6 +28,12 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
 	ctx.Export("kcpVersion", pulumi.String(cfg.Versions.Kcp))
 	ctx.Export("frontProxyHostname", pulumi.String(cfg.Kcp.FrontProxy.Hostname))
 	ctx.Export("shardHostnames", shardHosts)
+	// Read back by the next up (config.ReadPreviousShards) to refuse a vanished or moved shard.
+	endpoints := pulumi.Map{}
+	for name, e := range cfg.Endpoints() {
+		endpoints[name] = pulumi.StringMap{"hostname": pulumi.String(e.Hostname), "clusterIP": pulumi.String(e.ClusterIP)}
+	}
+	ctx.Export(config.PreviousShardsOutput, endpoints)
 	ctx.Export("edgeAddress", p.Edge.Address)
 	// What the hub needs next: kcp.external.existingSecret, and kcp's CA for its
 	// provider CA bundle.
@@ -39,5 +45,7 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
 		"pulumi config set --path %s:hub.remintGeneration %d && pulumi up, then restart the hub (it does not reload its kubeconfig)",
 		config.Project, cfg.Hub.RemintGeneration+1)))
 	ctx.Export("snapshots", p.Snapshots)
+	// Where each retired shard's kept etcd data is: namespace, claims and their volumes.
+	ctx.Export("retiredShardVolumes", p.RetiredVolumes)
 	return p, nil
 }

@@ -33,6 +33,8 @@ type KcpPlatform struct {
 	Edge       *KcpEdge
 	Hub        *HubKubeconfig
 	Snapshots  pulumi.Map
+	// RetiredVolumes says where each retired shard's kept etcd data is.
+	RetiredVolumes pulumi.MapOutput
 }
 
 // NewKcpPlatform composes the stack. Whatever the platform must read first (the GKE
@@ -160,6 +162,16 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 		return nil, err
 	}
 	p.Snapshots = snapshots.Outputs
+	p.RetiredVolumes = pulumi.Map{}.ToMapOutput()
+	if len(cfg.Kcp.RetiredShards) > 0 {
+		retired, err := NewRetiredShardVolumes(ctx, name+"-retired", &RetiredShardVolumesArgs{
+			Shards: cfg.Kcp.RetiredShards, Members: cfg.Etcd.Members,
+		}, child...)
+		if err != nil {
+			return nil, err
+		}
+		p.RetiredVolumes = retired.Volumes
+	}
 	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
 		"hubSecretName":   p.Hub.SecretName,
 		"hubExpiresAt":    p.Hub.ExpiresAt,
@@ -174,10 +186,12 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 // shardRecords are the split-horizon answers: each shard hostname to its owned Service.
 func (p *KcpPlatform) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resource) {
 	records := []HostRecord{{Shard: p.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, ClusterIP: cfg.Kcp.RootShard.ClusterIP}}
-	deps := []pulumi.Resource{p.RootShard.Service}
+	deps := []pulumi.Resource{p.RootShard.Service, p.RootShard.RootShard}
 	for i, s := range cfg.Kcp.Shards {
 		records = append(records, HostRecord{Shard: s.Name, Hostname: s.Hostname, ClusterIP: s.ClusterIP})
-		deps = append(deps, p.Shards[i].Service)
+		// The answer is published once the shard is Available (the design's order), so a
+		// client never resolves a shard that is not serving yet.
+		deps = append(deps, p.Shards[i].Service, p.Shards[i].Shard)
 	}
 	return records, deps
 }
@@ -185,11 +199,13 @@ func (p *KcpPlatform) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.R
 // exposedBackends are the hostnames the edge serves: the front proxy and every shard.
 func (p *KcpPlatform) exposedBackends(cfg *config.Config) []ExposedBackend {
 	backends := []ExposedBackend{
-		{Name: p.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: OwnedServiceName(p.FrontProxy.Name), DependsOn: []pulumi.Resource{p.FrontProxy.Service}},
-		{Name: p.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: OwnedServiceName(p.RootShard.Name), DependsOn: []pulumi.Resource{p.RootShard.Service}},
+		{Name: p.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: OwnedServiceName(p.FrontProxy.Name), DependsOn: []pulumi.Resource{p.FrontProxy.Service, p.FrontProxy.FrontProxy}},
+		{Name: p.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: OwnedServiceName(p.RootShard.Name), DependsOn: []pulumi.Resource{p.RootShard.Service, p.RootShard.RootShard}},
 	}
+	// Each route waits for its kcp object to be Available: the edge sends no traffic to a
+	// shard that is still starting (the design's order: the Shard before its route).
 	for i, s := range cfg.Kcp.Shards {
-		backends = append(backends, ExposedBackend{Name: s.Name, Hostname: s.Hostname, Service: OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{p.Shards[i].Service}})
+		backends = append(backends, ExposedBackend{Name: s.Name, Hostname: s.Hostname, Service: OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{p.Shards[i].Service, p.Shards[i].Shard}})
 	}
 	return backends
 }

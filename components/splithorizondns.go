@@ -12,7 +12,8 @@ type SplitHorizonDNSArgs struct {
 	// Backend is the platform's DNS: a CoreDNS hosts file on kind, a Cloud DNS response
 	// policy on GKE.
 	Backend DNSBackend
-	// DependsOn: the owned Services whose ClusterIPs the answers point at.
+	// DependsOn: the owned Services whose ClusterIPs the answers point at, and the kcp
+	// objects behind them, so an answer is published once its shard is Available.
 	DependsOn []pulumi.Resource
 }
 

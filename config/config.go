@@ -65,6 +65,9 @@ type Kcp struct {
 	FrontProxy Endpoint     `json:"frontProxy"`
 	RootShard  Endpoint     `json:"rootShard"`
 	Shards     []NamedShard `json:"shards"`
+	// RetiredShards names shards taken out of Shards whose etcd volumes are kept: it
+	// acknowledges the retirement, and the stack reports where their volumes are.
+	RetiredShards []string `json:"retiredShards,omitempty"`
 	// RequestTimeout is passed to every shard as --request-timeout so that streaming
 	// verbs are not cut at kcp's 60 s default.
 	RequestTimeout string `json:"requestTimeout"`

@@ -41,7 +41,11 @@ func Load(ctx *pulumi.Context) (*Config, error) {
 				values[Project+":"+key] = v
 			}
 		}
-		return FromValues(values)
+		cfg, err := FromValues(values)
+		if err != nil {
+			return nil, err
+		}
+		return cfg, checkPrevious(ctx, cfg)
 	}
 	var values map[string]string
 	if err := json.Unmarshal([]byte(raw), &values); err != nil {
@@ -62,7 +66,22 @@ func LoadFrom(ctx *pulumi.Context, values map[string]string) (*Config, error) {
 			return nil, fmt.Errorf("config key %s differs between the program's context and the key set it was loaded from", full)
 		}
 	}
-	return FromValues(values)
+	cfg, err := FromValues(values)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, checkPrevious(ctx, cfg)
+}
+
+// checkPrevious reads the stack's previous state (ReadPreviousShards) and refuses what
+// would break the running platform. It runs after the config checks and before the
+// program declares anything: the stack reference is a read of the stack's own outputs.
+func checkPrevious(ctx *pulumi.Context, cfg *Config) error {
+	prev, err := ReadPreviousShards(ctx)
+	if err != nil {
+		return err
+	}
+	return cfg.CheckAgainstPrevious(prev)
 }
 
 // FromValues builds the Config from a stack's whole config, "<namespace>:<key>" to the

@@ -86,6 +86,16 @@ var (
 		"root, the name of the root shard (kcp.rootShard)")
 	ruleShardNameDistinct = newRule("shard-name-distinct", "`kcp.shards[].name`",
 		"two shards with the same name")
+	ruleRetiredShardName = newRule("retired-shard-name", "`kcp.retiredShards[]`",
+		"must be the name the shard had in kcp.shards (a DNS label), listed once")
+	ruleRetiredRoot = newRule("retired-root", "`kcp.retiredShards[]`",
+		"root: the root shard cannot be removed, as every other shard, the front proxy and the hub's kubeconfig depend on it")
+	ruleRetiredActive = newRule("retired-active", "`kcp.retiredShards[]`, `kcp.shards[].name`",
+		"a shard both in kcp.shards and in kcp.retiredShards; to bring a retired shard back on its kept volumes, remove it from retiredShards")
+	ruleShardVanished = newRule("shard-vanished", "`kcp.shards`, `kcp.retiredShards`",
+		"a shard that ran at the last up (the stack's own output "+PreviousShardsOutput+", read through a stack reference to itself) is missing from kcp.shards and not listed in kcp.retiredShards: removed by accident, or renamed in place (a rename is a retire plus an add, and orphans the old shard's data)")
+	ruleShardMoved = newRule("shard-moved", "`kcp.rootShard.hostname`, `kcp.rootShard.clusterIP`, `kcp.shards[].hostname`, `kcp.shards[].clusterIP`",
+		"a running shard's hostname or ClusterIP differs from the last up (read as for shard-vanished): the serving certificate, virtual-workspace URL, kubeconfigs and cached DNS answers do not all follow in one up; retire the shard and add one instead")
 	ruleRequestTimeout = newRule("request-timeout", "`kcp.requestTimeout`",
 		"must be a duration of at least 60s: streaming verbs are cut when it ends")
 	ruleNameCollision = newRule("name-collision", "`kcp.shards[].name`, `hub.namespace`",

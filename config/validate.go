@@ -172,6 +172,21 @@ func (c *Config) validateKcp(errs *Errors) {
 		names[s.Name] = true
 		checkEndpoint(key, s.Endpoint)
 	}
+	retired := map[string]bool{}
+	for i, name := range k.RetiredShards {
+		key := fmt.Sprintf("kcp.retiredShards[%d]", i)
+		switch {
+		case name == RootShardName:
+			errs.add(ruleRetiredRoot, key, name)
+		case !validShardName(name):
+			errs.add(ruleRetiredShardName, key, name)
+		case retired[name]:
+			errs.addf(ruleRetiredShardName, key, name, "is listed twice; list each retired shard once")
+		case names[name]:
+			errs.addf(ruleRetiredActive, key, name, "is also in kcp.shards: a shard is either running or retired; to bring it back on its kept volumes, remove it from kcp.retiredShards")
+		}
+		retired[name] = true
+	}
 	if d, err := time.ParseDuration(k.RequestTimeout); err != nil || d < minLBTimeout {
 		errs.add(ruleRequestTimeout, "kcp.requestTimeout", k.RequestTimeout)
 	}

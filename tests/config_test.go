@@ -25,6 +25,16 @@ type refusal struct {
 	value    string
 	says     string // part of the error's wording
 	gkeRange string // Service range the mocked GKE cluster lookup reports
+	// previous is what the stack's last up recorded, as its stack reference to itself
+	// returns it (rules that need the previous state).
+	previous map[string]config.ShardEndpoint
+}
+
+// ranWithBeta is the previous state of a kind stack whose last up ran the shard beta.
+var ranWithBeta = map[string]config.ShardEndpoint{
+	"root":  {Hostname: "root.kcp.localhost", ClusterIP: "10.96.0.101"},
+	"alpha": {Hostname: "alpha.kcp.localhost", ClusterIP: "10.96.0.102"},
+	"beta":  {Hostname: "beta.kcp.localhost", ClusterIP: "10.96.0.103"},
 }
 
 // refusals holds at least one refusal per rule of config.Rules;
@@ -212,6 +222,31 @@ var refusals = []refusal{
 		key: "gke.dns.existingResponsePolicy", value: "Shared_Policy", says: "response policy"},
 	{name: "gke gateway class empty", rule: "gateway-class", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.className", "") },
 		key: "gke.gateway.className", value: "", says: "GatewayClass"},
+	{name: "retired shard not a name", rule: "retired-shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"Beta"}) },
+		key: "kcp.retiredShards[0]", value: "Beta", says: "name the shard had"},
+	{name: "retired shard twice", rule: "retired-shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"beta", "beta"}) },
+		key: "kcp.retiredShards[1]", value: "beta", says: "listed twice"},
+	{name: "root shard retired", rule: "retired-root", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"root"}) },
+		key: "kcp.retiredShards[0]", value: "root", says: "root shard cannot be removed"},
+	{name: "retired shard still running", rule: "retired-active", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"alpha"}) },
+		key: "kcp.retiredShards[0]", value: "alpha", says: "either running or retired"},
+	{name: "shard removed without retiring it", rule: "shard-vanished", stack: "kind", previous: ranWithBeta,
+		edit: func(map[string]any) {}, key: "kcp.shards", value: "beta", says: "list it in kcp.retiredShards"},
+	{name: "shard renamed in place", rule: "shard-vanished", stack: "kind", previous: ranWithBeta,
+		edit: func(v map[string]any) { addShard(v, "gamma", "beta.kcp.localhost", "10.96.0.103") },
+		key:  "kcp.shards", value: "beta", says: "a rename is a retire plus an add"},
+	{name: "shard hostname moved", rule: "shard-moved", stack: "kind", previous: ranWithBeta,
+		edit: func(v map[string]any) { addShard(v, "beta", "b.kcp.localhost", "10.96.0.103") },
+		key:  "kcp.shards[1].hostname", value: "b.kcp.localhost", says: "was beta.kcp.localhost at the last up"},
+	{name: "shard ClusterIP moved", rule: "shard-moved", stack: "kind", previous: ranWithBeta,
+		edit: func(v map[string]any) { addShard(v, "beta", "beta.kcp.localhost", "10.96.0.104") },
+		key:  "kcp.shards[1].clusterIP", value: "10.96.0.104", says: "cannot change in place"},
+	{name: "root shard ClusterIP moved", rule: "shard-moved", stack: "kind", previous: ranWithBeta,
+		edit: func(v map[string]any) {
+			setIn(v, "kcp", "rootShard.clusterIP", "10.96.0.110")
+			addShard(v, "beta", "beta.kcp.localhost", "10.96.0.103")
+		},
+		key: "kcp.rootShard.clusterIP", value: "10.96.0.110", says: "was 10.96.0.101"},
 	{name: "gke gateway certificate", rule: "gateway-certificate", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.certificateSecret", "kcp-tls") },
 		key: "gke.gateway", value: `certificateSecret="kcp-tls" certManagerClusterIssuer="letsencrypt"`, says: "exactly one"},
 }
@@ -223,7 +258,7 @@ func TestBadConfigIsRefusedNamingKeyValueAndRule(t *testing.T) {
 		t.Run(tc.rule+"/"+tc.name, func(t *testing.T) {
 			values := stackValues(t, tc.stack)
 			tc.edit(values)
-			requireRefused(t, tc.stack, values, mockstack.Options{GKEServiceCIDR: tc.gkeRange}, tc.rule, tc.key, tc.value, tc.says)
+			requireRefused(t, tc.stack, values, mockstack.Options{GKEServiceCIDR: tc.gkeRange, Previous: tc.previous}, tc.rule, tc.key, tc.value, tc.says)
 		})
 	}
 }

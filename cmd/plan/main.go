@@ -25,10 +25,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	stack := flags.String("stack", "", "stack to render: kind or gke (reads Pulumi.<stack>.yaml)")
 	configFile := flags.String("config", "", "stack file to read instead of Pulumi.<stack>.yaml (same format)")
-	format := flags.String("format", "yaml", "yaml (Kubernetes objects), json (every resource) or graph (DOT and critical path)")
+	format := flags.String("format", "yaml", "yaml (Kubernetes objects), json (every resource), graph (DOT and critical path) or changes (needs -before)")
+	before := flags.String("before", "", "with -format changes: the stack file before the change; the plan of -config (or Pulumi.<stack>.yaml) is the after")
 	serviceCIDR := flags.String("gke-service-cidr", mockstack.DefaultGKEServiceCIDR, "Service range the mocked GKE cluster lookup reports")
 	flags.Usage = func() {
-		fmt.Fprintln(stderr, "usage: go run ./cmd/plan -stack kind|gke [-config FILE] [-format yaml|json|graph]")
+		fmt.Fprintln(stderr, "usage: go run ./cmd/plan -stack kind|gke [-config FILE] [-format yaml|json|graph] | -format changes -before FILE")
 		flags.PrintDefaults()
 	}
 	if err := flags.Parse(args); err != nil {
@@ -36,6 +37,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if *stack == "" {
 		flags.Usage()
+		return 2
+	}
+	if *format == "changes" && *before == "" {
+		fmt.Fprintln(stderr, "-format changes needs -before FILE, the stack file before the change")
 		return 2
 	}
 	path := *configFile
@@ -59,6 +64,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = plan.WriteJSON(stdout, rec)
 	case "graph":
 		err = plan.WriteGraph(stdout, rec)
+	case "changes":
+		prev, perr := mockstack.RunStackFile(*stack, *before, mockstack.Options{GKEServiceCIDR: *serviceCIDR})
+		if errors.As(perr, &invalid) {
+			fmt.Fprintln(stderr, "-before "+*before+": "+invalid.Error())
+			return 2
+		}
+		if perr != nil {
+			fmt.Fprintln(stderr, perr)
+			return 2
+		}
+		err = plan.WriteChanges(stdout, prev, rec)
 	default:
 		fmt.Fprintf(stderr, "unknown -format %q: use yaml, json or graph\n", *format)
 		return 2

@@ -17,6 +17,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/config"
 )
 
 // FakeMintTime is when the fake operator "minted" the hub kubeconfig; its certificate
@@ -77,6 +78,22 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 		if args.ID == components.CoreDNSNamespace+"/"+components.CoreDNSConfigMap {
 			set("data", map[string]any{"Corefile": KindCorefile})
 		}
+	case "kubernetes:core/v1:PersistentVolumeClaim":
+		// A kept etcd claim, bound as the volume provisioner binds it.
+		if args.ReadRPC != nil {
+			set("spec", map[string]any{"volumeName": "pvc-fake-" + strings.ReplaceAll(args.ID, "/", "-")})
+		}
+	case "pulumi:pulumi:StackReference":
+		// The stack's own outputs of its last up (config.ReadPreviousShards).
+		outputs := map[string]any{}
+		if opts.Previous != nil {
+			shards := map[string]any{}
+			for name, e := range opts.Previous {
+				shards[name] = map[string]any{"hostname": e.Hostname, "clusterIP": e.ClusterIP}
+			}
+			outputs[config.PreviousShardsOutput] = shards
+		}
+		set("outputs", outputs)
 	case "kubernetes:helm.sh/v3:Release":
 		set("status", map[string]any{"status": "deployed", "revision": 1})
 	case "random:index/randomId:RandomId":

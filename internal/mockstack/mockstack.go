@@ -65,6 +65,9 @@ type Options struct {
 	GKEServiceCIDR string
 	// DryRun runs as a preview: IDs of new resources are unknown.
 	DryRun bool
+	// Previous is what the stack's last up recorded (config.PreviousShardsOutput), as
+	// the stack reference to itself returns it; nil for a stack that never ran.
+	Previous map[string]config.ShardEndpoint
 }
 
 // DefaultGKEServiceCIDR is GKE's managed Service range.

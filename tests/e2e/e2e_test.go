@@ -370,6 +370,10 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		t.Run(fmt.Sprintf("7-remint-%d", gen), func(t *testing.T) { remint(t, ctx, e, gen, &creds) })
 	}
 
+	// 7b. Day two: add the shard beta, retire it, bring it back on its kept volumes,
+	// retire it again (daytwo_test.go).
+	t.Run("7b-day-two-add-and-retire-a-shard", func(t *testing.T) { dayTwo(t, ctx, e) })
+
 	// 8. destroy keeps the etcd volumes and the operator's CRDs, removes the rest.
 	t.Run("8-destroy-keeps-data", func(t *testing.T) {
 		pvcsBefore, err := countObjects(ctx, e.c, pvcGVR, components.NamespaceEtcd)
