@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // The Kubernetes provider's create (pulumi-kubernetes provider/v4, pkg/await/await.go
@@ -87,8 +88,8 @@ func withoutFieldManagerAnnotations(obj *unstructured.Unstructured, wasForced bo
 //     objects on its next up, and a later change to a route applies too: the old random
 //     manager, which still co-owns the fields, does not block it.
 func TestReapplyAfterAnInterruptedCreate(t *testing.T) {
-	bins, root := requireServers(t)
-	crds, err := loadCRDs(crdsDir(root))
+	servers, root := requireServers(t)
+	crds, err := testenv.LoadCRDs(testenv.CRDsDir(root))
 	if err != nil {
 		t.Fatalf("reading the upstream CRDs: %v", err)
 	}
@@ -104,8 +105,8 @@ func TestReapplyAfterAnInterruptedCreate(t *testing.T) {
 		t.Run(p.stack, func(t *testing.T) {
 			t.Parallel()
 			ctx := testContext(t)
-			c := startCluster(t, ctx, bins, p.serviceCIDR.String())
-			cl, err := newClient(c.restConfig())
+			_, cfg := startAPIServer(t, ctx, servers, p.serviceCIDR.String())
+			cl, err := newClient(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // privateLaunch is a server started in a mount and a network namespace of its own, with a
@@ -56,7 +58,7 @@ exec chroot "$root" "/bin/$name" "$@"
 // launchInPrivateNamespaces starts l.bin in namespaces of its own and forwards the API
 // server's address into its network namespace. It returns the process and a counter of
 // the connections forwarded.
-func launchInPrivateNamespaces(ctx context.Context, l privateLaunch) (*process, func() int, error) {
+func launchInPrivateNamespaces(ctx context.Context, l privateLaunch) (*testenv.Process, func() int, error) {
 	root := filepath.Join(l.dir, "root") // only a mount point: the tmpfs is mounted inside the namespace
 	signal := filepath.Join(l.dir, "launch")
 	for _, p := range []string{signal + ".ns", signal + ".go"} {
@@ -69,22 +71,22 @@ func launchInPrivateNamespaces(ctx context.Context, l privateLaunch) (*process, 
 	}
 	args := append([]string{"--net", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", privateRootScript, "sh",
 		root, l.certs, l.config, l.bin, l.name, signal}, l.args...)
-	p, err := launchProcess(l.name, "unshare", filepath.Join(l.dir, l.name+".log"), l.env, args...)
+	p, err := testenv.LaunchProcess(l.name, "unshare", filepath.Join(l.dir, l.name+".log"), l.env, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	fail := func(err error) (*process, func() int, error) {
-		p.stop()
-		return nil, nil, fmt.Errorf("%w\n%s", err, p.tail(20))
+	fail := func(err error) (*testenv.Process, func() int, error) {
+		p.Stop()
+		return nil, nil, fmt.Errorf("%w\n%s", err, p.Tail(20))
 	}
-	if err := waitFor(ctx, time.Minute, p, func() (bool, error) {
+	if err := testenv.WaitFor(ctx, time.Minute, p, func() (bool, error) {
 		_, err := os.Stat(signal + ".ns")
 		return err == nil, nil
 	}); err != nil {
 		return fail(fmt.Errorf("the private namespaces were not set up: %w", err))
 	}
 	// unshare execs the script in place: the process's namespace is the new one.
-	ln, err := listenInNetns(p.cmd.Process.Pid, l.apiServer)
+	ln, err := listenInNetns(p.Pid(), l.apiServer)
 	if err != nil {
 		return fail(err)
 	}
@@ -92,7 +94,7 @@ func launchInPrivateNamespaces(ctx context.Context, l privateLaunch) (*process, 
 	go forward(ln, l.apiServer, &forwarded)
 	// The listener holds the namespace: close it when the server is gone.
 	go func() {
-		<-p.done
+		<-p.Done()
 		ln.Close()
 	}()
 	if err := os.WriteFile(signal+".go", nil, 0o600); err != nil {
@@ -106,7 +108,7 @@ func launchInPrivateNamespaces(ctx context.Context, l privateLaunch) (*process, 
 //
 // The thread must neither return to the Go scheduler while in the namespace (another
 // goroutine, or a process the test starts from it, would run there) nor exit: every
-// server the test starts has a parent-death signal (setProcessGroup), which the kernel
+// server the test starts has a parent-death signal (testenv.SetProcessGroup), which the kernel
 // sends when the thread that forked it exits, and any thread may have forked one. So
 // the goroutine stays locked to the thread until the thread is back in the test's own
 // namespace, and if it cannot get back, it parks on the thread forever.

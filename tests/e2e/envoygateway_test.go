@@ -26,6 +26,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // The Envoy Gateway control plane, run for real: the kind stack's edge objects are
@@ -77,7 +78,7 @@ var envoyGatewayChartKinds = map[string]bool{
 
 // envoyGateway is the running control plane.
 type envoyGateway struct {
-	proc    *process
+	proc    *testenv.Process
 	user    string // the ServiceAccount it runs as
 	version string
 	config  string // the EnvoyGateway configuration it runs with
@@ -205,9 +206,9 @@ func startEnvoyGateway(t *testing.T, ctx context.Context, c *cluster, root, dir 
 	}
 	c.procs = append(c.procs, eg.proc)
 	t.Cleanup(func() {
-		eg.proc.stop()
+		eg.proc.Stop()
 		if t.Failed() || os.Getenv(envVerbose) == "1" {
-			t.Logf("envoy-gateway (as %s) log (last lines):\n%s", eg.user, eg.proc.tail(25))
+			t.Logf("envoy-gateway (as %s) log (last lines):\n%s", eg.user, eg.proc.Tail(25))
 		}
 	})
 	t.Logf("Envoy Gateway %s started in %s as %s, in its own mount and network namespaces; chart objects installed:%s",
@@ -361,7 +362,7 @@ func installEnvoyGatewayChart(ctx context.Context, c *cluster, docs []*unstructu
 		}
 	}
 	for _, name := range crds {
-		if err := waitEstablished(ctx, c, name); err != nil {
+		if err := testenv.WaitEstablished(ctx, c.dyn, c.apiserver, time.Minute, name); err != nil {
 			return "", nil, err
 		}
 	}
@@ -392,7 +393,6 @@ func writeImpersonatingKubeconfig(c *cluster, ns, name, server, path string) err
 
 // The Gateway API and Envoy Gateway resources of the kind edge.
 var (
-	tlsRouteGVR      = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "tlsroutes"}
 	clientPolicyGVR  = schema.GroupVersionResource{Group: "gateway.envoyproxy.io", Version: "v1alpha1", Resource: "clienttrafficpolicies"}
 	backendPolicyGVR = schema.GroupVersionResource{Group: "gateway.envoyproxy.io", Version: "v1alpha1", Resource: "backendtrafficpolicies"}
 )
@@ -534,7 +534,7 @@ func checkEdgeProgrammed(t *testing.T, ctx context.Context, e *env) {
 	}
 	start := time.Now()
 	var unmet []string
-	err := waitFor(ctx, 3*time.Minute, e.eg.proc, func() (bool, error) {
+	err := testenv.WaitFor(ctx, 3*time.Minute, e.eg.proc, func() (bool, error) {
 		unmet = unmetEdgeConditions(ctx, e.c, want)
 		return len(unmet) == 0, nil
 	})
@@ -592,7 +592,7 @@ const envoyProxySelector = "gateway.envoyproxy.io/owning-gateway-name=" + compon
 func checkEnvoyProxyRemoved(t *testing.T, ctx context.Context, e *env) {
 	t.Helper()
 	var left []string
-	err := waitFor(ctx, 90*time.Second, e.eg.proc, func() (bool, error) {
+	err := testenv.WaitFor(ctx, 90*time.Second, e.eg.proc, func() (bool, error) {
 		left = nil
 		for _, gvr := range []schema.GroupVersionResource{deploymentGVR, serviceGVR} {
 			list, err := e.c.dyn.Resource(gvr).Namespace(components.NamespaceEnvoyGateway).List(ctx, metav1.ListOptions{LabelSelector: envoyProxySelector})

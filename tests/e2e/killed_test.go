@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // killUp kills the running `pulumi up` as a CI runner or a closed laptop does: SIGKILL
@@ -29,11 +30,11 @@ func (c *pulumiCLI) killUp() []string {
 		if cmd.Process == nil || !containsArg(cmd.Args, "up") {
 			continue
 		}
-		for _, pid := range append([]int{cmd.Process.Pid}, descendants(cmd.Process.Pid)...) {
+		for _, pid := range append([]int{cmd.Process.Pid}, testenv.Descendants(cmd.Process.Pid)...) {
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 			killed = append(killed, fmt.Sprintf("%d %s", pid, strings.TrimSpace(string(comm))))
 		}
-		killTree(cmd)
+		testenv.KillTree(cmd)
 	}
 	return killed
 }

@@ -38,15 +38,15 @@ func KillTree(cmd *exec.Cmd) {
 	if cmd.Process == nil {
 		return
 	}
-	for _, pid := range descendants(cmd.Process.Pid) {
+	for _, pid := range Descendants(cmd.Process.Pid) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL) // the group it leads, if any (plugins do)
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	KillGroup(cmd)
 }
 
-// descendants returns the pids of every process below pid, from /proc.
-func descendants(pid int) []int {
+// Descendants returns the pids of every process below pid, from /proc.
+func Descendants(pid int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil

@@ -19,3 +19,6 @@ func KillGroup(cmd *exec.Cmd) { terminateGroup(cmd) }
 
 // KillTree kills the process (no /proc to find what it started).
 func KillTree(cmd *exec.Cmd) { terminateGroup(cmd) }
+
+// Descendants finds nothing (no /proc to read).
+func Descendants(int) []int { return nil }

@@ -68,6 +68,9 @@ func LaunchProcess(name, bin, logPath string, env []string, args ...string) (*Pr
 // Done is closed when the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
+// Pid is the process's id, e.g. to enter the namespaces it runs in.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Exited reports whether the process has exited.
 func (p *Process) Exited() bool {
 	select {
