@@ -19,6 +19,8 @@ type KcpOperatorArgs struct {
 	KcpNamespace      *corev1.Namespace
 	// CertManager is what must be ready before the Issuer (the platform's cert-manager).
 	CertManager []pulumi.Resource
+	// ReleaseHooks repairs a release left pending by an interrupted Helm operation.
+	ReleaseHooks pulumi.ResourceOption
 }
 
 // KcpOperator is the kcp-operator Helm release and the self-signed Issuer the operator
@@ -39,8 +41,8 @@ type KcpOperator struct {
 // and with them every RootShard, Shard, FrontProxy and Kubeconfig. The release is
 // therefore retained on delete, so neither `pulumi destroy` nor a rename removes it.
 func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opts ...pulumi.ResourceOption) (*KcpOperator, error) {
-	if args == nil || args.Config == nil || args.OperatorNamespace == nil || args.KcpNamespace == nil {
-		return nil, errors.New("KcpOperator: Config and both namespaces are required")
+	if args == nil || args.Config == nil || args.OperatorNamespace == nil || args.KcpNamespace == nil || args.ReleaseHooks == nil {
+		return nil, errors.New("KcpOperator: Config, both namespaces and ReleaseHooks are required")
 	}
 	o := &KcpOperator{KcpNamespace: args.KcpNamespace}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:KcpOperator", name, o, opts...); err != nil {
@@ -63,7 +65,7 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 	} else {
 		chart.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(cfg.Operator.ChartRepository)}
 	}
-	release, err := helmv3.NewRelease(ctx, name+"-release", chart, pulumi.Parent(o), pulumi.RetainOnDelete(true))
+	release, err := helmv3.NewRelease(ctx, name+"-release", chart, pulumi.Parent(o), pulumi.RetainOnDelete(true), args.ReleaseHooks)
 	if err != nil {
 		return nil, err
 	}

@@ -104,6 +104,7 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 		OperatorNamespace: operatorNS,
 		KcpNamespace:      kcpNS,
 		CertManager:       platform.CertManager(),
+		ReleaseHooks:      platform.HelmReleaseHooks(),
 	}, child...); err != nil {
 		return nil, err
 	}

@@ -27,6 +27,9 @@ type Platform interface {
 	Edge() EdgeBackend
 	// Snapshots schedules etcd snapshots (and restore drills) for each shard's etcd.
 	Snapshots() SnapshotBackend
+	// HelmReleaseHooks is the option every Helm release of the stack carries: the repair
+	// of the records an interrupted Helm operation left pending (helmrecords.go).
+	HelmReleaseHooks() pulumi.ResourceOption
 }
 
 // EtcdPlacement is the platform's part of an etcd StatefulSet.

@@ -93,6 +93,7 @@ type GKEPlatform struct {
 	cfg          *config.Config
 	cluster      gkeCluster
 	provider     *kubernetes.Provider
+	helmHooks    pulumi.ResourceOption
 	KcpPool      *container.NodePool
 	EtcdPool     *container.NodePool
 	StorageClass *storagev1.StorageClass
@@ -104,8 +105,9 @@ func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Res
 	if err := ctx.RegisterComponentResource("railgrid:kcp:GKEPlatform", name, g, opts...); err != nil {
 		return nil, err
 	}
+	kubeconfig := gkeKubeconfig(b.cluster)
 	provider, err := kubernetes.NewProvider(ctx, name+"-k8s", &kubernetes.ProviderArgs{
-		Kubeconfig: pulumi.String(gkeKubeconfig(b.cluster)),
+		Kubeconfig: pulumi.String(kubeconfig),
 		// A re-mint updates the hub Secret in place instead of deleting and recreating it.
 		EnableSecretMutable: pulumi.Bool(true),
 	}, pulumi.Parent(g))
@@ -113,6 +115,10 @@ func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Res
 		return nil, err
 	}
 	g.provider = provider
+	// The program reaches the cluster with the provider's own kubeconfig.
+	if g.helmHooks, err = newHelmRecordRepair(ctx, kubeconfigText(kubeconfig)); err != nil {
+		return nil, err
+	}
 	if g.KcpPool, err = g.nodePool(ctx, name+"-pool-kcp", "kcp", b.cfg.GKE.NodePools.Kcp, false); err != nil {
 		return nil, err
 	}
@@ -205,6 +211,8 @@ users:
 }
 
 func (g *GKEPlatform) Provider() pulumi.ProviderResource { return g.provider }
+
+func (g *GKEPlatform) HelmReleaseHooks() pulumi.ResourceOption { return g.helmHooks }
 
 // CertManager: on GKE cert-manager is a prerequisite of the cluster (see README).
 func (g *GKEPlatform) CertManager() []pulumi.Resource { return nil }

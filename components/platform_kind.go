@@ -25,6 +25,7 @@ type KindPlatform struct {
 	cfg          *config.Config
 	certManager  []pulumi.Resource
 	envoyGateway []pulumi.Resource
+	helmHooks    pulumi.ResourceOption
 }
 
 type kindBuilder struct{ cfg *config.Config }
@@ -46,7 +47,12 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 		return nil, err
 	}
 	k.provider = provider
+	// The program reaches the cluster as the provider does: the kubeconfig's context.
+	if k.helmHooks, err = newHelmRecordRepair(ctx, kubeconfigContext(b.cfg.Kind.Context)); err != nil {
+		return nil, err
+	}
 	child := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider)}
+	release := append(child, k.helmHooks)
 	v := b.cfg.Versions
 	if !b.cfg.Kind.CertManagerPresent {
 		release, err := helmv3.NewRelease(ctx, name+"-cert-manager", &helmv3.ReleaseArgs{
@@ -58,7 +64,7 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 			CreateNamespace: pulumi.Bool(true),
 			// keep: uninstalling cert-manager must not delete every Certificate with its CRDs.
 			Values: pulumi.Map{"crds": pulumi.Map{"enabled": pulumi.Bool(true), "keep": pulumi.Bool(true)}},
-		}, child...)
+		}, release...)
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +77,7 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 			Version:         pulumi.String(v.EnvoyGateway),
 			Namespace:       pulumi.String(NamespaceEnvoyGateway),
 			CreateNamespace: pulumi.Bool(true),
-		}, child...)
+		}, release...)
 		if err != nil {
 			return nil, err
 		}
@@ -86,6 +92,8 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 func (k *KindPlatform) Provider() pulumi.ProviderResource { return k.provider }
 
 func (k *KindPlatform) CertManager() []pulumi.Resource { return k.certManager }
+
+func (k *KindPlatform) HelmReleaseHooks() pulumi.ResourceOption { return k.helmHooks }
 
 // EtcdPlacement: kind's default local-path StorageClass, any node.
 func (k *KindPlatform) EtcdPlacement() EtcdPlacement {

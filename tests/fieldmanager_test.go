@@ -55,3 +55,24 @@ func getOptional(tree any, keys ...string) any {
 	}
 	return tree
 }
+
+// Every Helm release carries the hook that removes the records an interrupted Helm
+// operation left pending, before the release is installed or upgraded again; without it
+// an up killed while Helm installs needs a record deleted by hand (tests/e2e killed-up
+// runs it against the real engine, provider and Helm; tests/conformance
+// TestRemoveInterruptedHelmRecords runs the removal against a real kube-apiserver).
+func TestEveryHelmReleaseRepairsRecordsAnInterruptedHelmLeftPending(t *testing.T) {
+	for stack, want := range map[string]int{"kind": 3, "gke": 1} {
+		rec := runStack(t, stack)
+		releases := 0
+		for _, res := range rec.Resources {
+			if res.Type != "kubernetes:helm.sh/v3:Release" {
+				continue
+			}
+			releases++
+			require.Equal(t, []string{components.HelmRecordRepairHook}, res.BeforeCreateHooks, "%s %s: before-create hooks", stack, res.URN)
+			require.Equal(t, []string{components.HelmRecordRepairHook}, res.BeforeUpdateHooks, "%s %s: before-update hooks", stack, res.URN)
+		}
+		require.Equal(t, want, releases, "%s: Helm releases (kind: cert-manager, Envoy Gateway, kcp-operator)", stack)
+	}
+}

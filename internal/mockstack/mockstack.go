@@ -40,7 +40,10 @@ type Resource struct {
 	DeleteBeforeReplace bool
 	ReplaceOnChanges    []string
 	IgnoreChanges       []string
-	Inputs              resource.PropertyMap
+	// BeforeCreateHooks and BeforeUpdateHooks name the resource hooks bound to it.
+	BeforeCreateHooks []string
+	BeforeUpdateHooks []string
+	Inputs            resource.PropertyMap
 	// Faked lists the outputs that came from a fake rather than from the inputs.
 	Faked []string
 }
@@ -153,6 +156,8 @@ func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
 		r.IgnoreChanges = rpc.GetIgnoreChanges()
+		r.BeforeCreateHooks = rpc.GetHooks().GetBeforeCreate()
+		r.BeforeUpdateHooks = rpc.GetHooks().GetBeforeUpdate()
 	}
 	if rpc := args.ReadRPC; rpc != nil {
 		r.Parent = rpc.GetParent()

@@ -175,13 +175,14 @@ func kwokStages(ctx context.Context) ([]byte, error) {
 	return stages.Bytes(), nil
 }
 
-// kcpPodReadyDelay is how long kwok takes to make a pod in kcp-system Ready: a real kcp
-// server takes seconds to start, and the upgrade order (root shard before shards and
-// front proxy) and the interrupted up are only tested if that window exists.
+// kcpPodReadyDelay is how long kwok takes to make a pod in kcp-system or kcp-operator
+// Ready: a real kcp server takes seconds to start, and the upgrade order (root shard
+// before shards and front proxy), the interrupted up and the kill while Helm installs
+// the operator (Helm waits for its Deployment) are only tested if that window exists.
 const kcpPodReadyDelay = 3 * time.Second
 
-// delayedPodReady splits kwok's pod-ready stage in two: pods in kcp-system become Ready
-// after kcpPodReadyDelay, every other pod at once, as before.
+// delayedPodReady splits kwok's pod-ready stage in two: pods in kcp-system and
+// kcp-operator become Ready after kcpPodReadyDelay, every other pod at once, as before.
 func delayedPodReady(stage []byte) ([]byte, error) {
 	const anchor = "    matchExpressions:\n"
 	text := string(stage)
@@ -189,7 +190,7 @@ func delayedPodReady(stage []byte) ([]byte, error) {
 		return nil, fmt.Errorf("kwok's pod-ready stage no longer has the shape this test edits")
 	}
 	ns := func(op string) string {
-		return anchor + "    - key: '.metadata.namespace'\n      operator: '" + op + "'\n      values:\n      - '" + components.NamespaceKcp + "'\n"
+		return anchor + "    - key: '.metadata.namespace'\n      operator: '" + op + "'\n      values:\n      - '" + components.NamespaceKcp + "'\n      - '" + components.NamespaceOperator + "'\n"
 	}
 	others := strings.Replace(text, anchor, ns("NotIn"), 1)
 	kcp := strings.Replace(text, anchor, ns("In"), 1)

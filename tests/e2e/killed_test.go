@@ -49,6 +49,9 @@ type killPoint struct {
 	// at that moment once left the file backend's state unreadable: see the README).
 	settle time.Duration
 	landed func(t *testing.T, steps map[string]*step)
+	// leavesHelmPending: the kill lands while Helm installs, so it must leave Helm's
+	// record pending.
+	leavesHelmPending bool
 }
 
 // locks lists the file backend's lock files of the stack.
@@ -63,9 +66,12 @@ func (s *e2eStack) locks() []string {
 	return out
 }
 
-// killedUp: an up killed with SIGKILL at three points, one after the other on one
+// killedUp: an up killed with SIGKILL at four points, one after the other on one
 // cluster, each resumed by the next up, converges on the last up with nothing deleted by
 // hand and no data holder replaced:
+//  0. while Helm installs the kcp-operator's release (its record is pending-install: the
+//     operator's simulated pod becomes Ready only after kcpPodReadyDelay); the resumed up
+//     must log that the program's hook removed that record, and install the release;
 //  1. while the edge routes (TLSRoutes) are being created; the etcd StatefulSets' creates
 //     are in flight too (the test's volume provisioner holds their claims Pending);
 //  2. while the etcd StatefulSets are being created, after the resumed up has created the
@@ -74,7 +80,9 @@ func (s *e2eStack) locks() []string {
 //     StatefulSets of kill 2.
 //
 // After each kill the test records the backend's lock and the pending operations, runs
-// `pulumi cancel` if a lock was left (the file backend needs it), and starts the next up.
+// `pulumi cancel` if a lock was left (the file backend needs it), `pulumi refresh
+// --clear-pending-creates` if creates were left pending, and starts the next up: the
+// README's three commands, and nothing else.
 func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	e := newEnv(t, ctx, bins, src)
 	s, p := e.stack, e.plan
@@ -87,7 +95,6 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	etcds := []string{p.urnOf("StatefulSet", "etcd-root"), p.urnOf("StatefulSet", "etcd-alpha")}
 	kubeconfig := p.urnOf("Kubeconfig", components.KubeconfigName)
 	release := p.releaseURN()
-	helmRepairs := 0
 	for _, u := range append(append(append([]string{}, routes...), etcds...), kubeconfig, release) {
 		if u == "" {
 			t.Fatalf("the plan lacks an object of a kill point (routes %v, etcd %v, kubeconfig %q)", routes, etcds, kubeconfig)
@@ -120,6 +127,20 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 
 	e.volumes.paused.Store(true) // etcd claims stay Pending until kill 2 has landed
 	points := []killPoint{{
+		name: "0-while-helm-installs-the-operator",
+		arm:  func(st map[string]*step) bool { return started(st, release) },
+		inCluster: func(ctx context.Context) bool {
+			records, err := pendingHelmRecords(ctx, e)
+			return err == nil && len(records) > 0
+		},
+		settle: time.Second,
+		landed: func(t *testing.T, st map[string]*step) {
+			if finished(st, release) {
+				t.Errorf("kill 0: the Helm release's create had finished")
+			}
+		},
+		leavesHelmPending: true,
+	}, {
 		name:      "1-while-the-edge-routes-are-created",
 		arm:       func(st map[string]*step) bool { return started(st, routes[0]) },
 		inCluster: exists(tlsRouteGVR, components.NamespaceKcp, "kcp-root"),
@@ -168,9 +189,12 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		},
 	}}
 
+	// leftPending is the Helm records the previous kill left pending: the next up's
+	// hook must remove them before Helm installs the release again.
+	var leftPending []string
 	for i, kp := range points {
 		ok := t.Run(kp.name, func(t *testing.T) {
-			if i == 2 {
+			if i == 3 {
 				e.volumes.paused.Store(false)
 			}
 			uctx, cancel := context.WithTimeout(ctx, upTimeout)
@@ -212,6 +236,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 				t.Fatalf("the up ended (err %v) without reaching the kill point\n%s", err, indent(upLog.diagnostics()))
 			}
 			t.Logf("killed with SIGKILL after %s: %s", time.Since(start).Round(time.Second), strings.Join(what, ", "))
+			checkHelmRecordsRepaired(t, upLog, leftPending)
 			if !kp.inCluster(ctx) {
 				t.Errorf("the object of the kill point is not in the cluster")
 			}
@@ -257,19 +282,14 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 				}
 				t.Logf("pulumi refresh --clear-pending-creates cleared %d pending creates", len(pending))
 			}
-			// The one manual step left: a Helm release killed while installing stays
-			// pending-install, and Helm refuses to install or upgrade it ("cannot re-use
-			// a name that is still in use"). Its release record (not its objects) is
-			// removed, as the README says; the next up installs the release again and
-			// Helm adopts the objects it had created.
-			if records := helmReleasePending(t, ctx, e); len(records) > 0 {
-				helmRepairs++
-				t.Logf("MANUAL STEP (known gap): the kill left Helm release records pending: %v; deleting these records", records)
-				for _, r := range records {
-					if err := e.c.kube.CoreV1().Secrets(components.NamespaceOperator).Delete(ctx, r, metav1.DeleteOptions{}); err != nil {
-						t.Fatal(err)
-					}
-				}
+			// A Helm release killed while Helm installs it stays pending-install; the
+			// next up's hook removes that record (components/helmrecords.go).
+			leftPending = helmReleasePending(t, ctx, e)
+			if kp.leavesHelmPending && len(leftPending) == 0 {
+				t.Fatalf("the kill during the Helm install left no pending Helm record: the kill point was missed")
+			}
+			if len(leftPending) > 0 {
+				t.Logf("the kill left Helm release records pending: %v", leftPending)
 			}
 		})
 		if !ok {
@@ -285,7 +305,11 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		if err != nil {
 			t.Fatalf("the up after the kills failed: %v\n%s", err, indent(log.diagnostics()))
 		}
-		t.Logf("recovery: the up after the third kill converged in %s: %s (Helm release records repaired by hand during the chain: %d)", time.Since(start).Round(time.Second), changeCounts(summaryOf(res.Summary)), helmRepairs)
+		t.Logf("recovery: the up after the last kill converged in %s: %s", time.Since(start).Round(time.Second), changeCounts(summaryOf(res.Summary)))
+		checkHelmRecordsRepaired(t, log, leftPending)
+		if left := helmReleasePending(t, ctx, e); len(left) > 0 {
+			t.Errorf("Helm release records still pending after the kills: %v", left)
+		}
 		for urn, ops := range log.opsByURN() {
 			for _, op := range ops {
 				if strings.Contains(op, "replace") || strings.Contains(op, "delete") {
@@ -307,13 +331,36 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	})
 }
 
+// checkHelmRecordsRepaired checks that the up logged the program's hook removing each
+// record the kill before it left pending, and that the up got past the release.
+func checkHelmRecordsRepaired(t *testing.T, log *eventLog, records []string) {
+	t.Helper()
+	if len(records) == 0 {
+		return
+	}
+	warnings := strings.Join(log.diagnostics(), "\n")
+	for _, r := range records {
+		if !strings.Contains(warnings, r+" (pending-install)") {
+			t.Errorf("the up after the kill did not log that its hook removed the pending Helm record %s; its warnings:\n%s", r, indent(log.diagnostics()))
+		}
+	}
+}
+
 // helmReleasePending returns the kcp-operator's Helm release records (Secrets of Helm's
 // storage driver) whose status label is pending-install or pending-upgrade.
 func helmReleasePending(t *testing.T, ctx context.Context, e *env) []string {
 	t.Helper()
-	list, err := e.c.kube.CoreV1().Secrets(components.NamespaceOperator).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + components.OperatorReleaseName})
+	records, err := pendingHelmRecords(ctx, e)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return records
+}
+
+func pendingHelmRecords(ctx context.Context, e *env) ([]string, error) {
+	list, err := e.c.kube.CoreV1().Secrets(components.NamespaceOperator).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + components.OperatorReleaseName})
+	if err != nil {
+		return nil, err
 	}
 	var out []string
 	for _, sec := range list.Items {
@@ -321,5 +368,5 @@ func helmReleasePending(t *testing.T, ctx context.Context, e *env) []string {
 			out = append(out, sec.Name)
 		}
 	}
-	return out
+	return out, nil
 }
