@@ -92,6 +92,10 @@ func TestKindEdgePassesTLSThroughWithLongTimeouts(t *testing.T) {
 	require.Equal(t, timeout, getString(t, backend, "spec.timeout.http.requestTimeout"))
 	proxy := inputs(object(t, rec, "EnvoyProxy", components.EdgeGatewayName))
 	require.Equal(t, "NodePort", getString(t, proxy, "spec.provider.kubernetes.envoyService.type"))
+	// Cluster, not Envoy Gateway's default Local: with Local the Gateway's address waits
+	// on an EndpointSlice change that Envoy Gateway v1.9 does not watch, and the up could
+	// wait for Programmed for ever (components/edge_envoy.go).
+	require.Equal(t, "Cluster", getString(t, proxy, "spec.provider.kubernetes.envoyService.externalTrafficPolicy"))
 	require.Equal(t, cfg.Kind.GatewayNodePort, number(t, proxy, "spec.provider.kubernetes.envoyService.patch.value.spec.ports[0].nodePort"))
 }
 

@@ -159,8 +159,9 @@ type EnvoyProxyKubernetes struct {
 
 // EnvoyService is the Service in front of Envoy, patched to a fixed NodePort.
 type EnvoyService struct {
-	Type  string        `json:"type"`
-	Patch *ServicePatch `json:"patch,omitempty"`
+	Type                  string        `json:"type"`
+	ExternalTrafficPolicy string        `json:"externalTrafficPolicy,omitempty"`
+	Patch                 *ServicePatch `json:"patch,omitempty"`
 }
 
 // ServicePatch is a strategic-merge patch of the Envoy Service.
