@@ -31,14 +31,14 @@ var interruptedHelmStatuses = map[string]bool{"pending-install": true, "pending-
 // manages: the same kubeconfig and context. Only the Helm record repair uses it.
 type clusterAccess func() (*rest.Config, error)
 
-// kubeconfigContext reaches the cluster as the provider does when it is given only a
-// context: the default kubeconfig loading rules ($KUBECONFIG, then ~/.kube/config).
-func kubeconfigContext(name string) clusterAccess {
+// kubeconfigContext reaches the cluster as the provider does when it is given a
+// context and, optionally, a kubeconfig file: without one, the default loading rules
+// ($KUBECONFIG, then ~/.kube/config).
+func kubeconfigContext(file, name string) clusterAccess {
 	return func() (*rest.Config, error) {
-		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-			clientcmd.NewDefaultClientConfigLoadingRules(),
-			&clientcmd.ConfigOverrides{CurrentContext: name},
-		).ClientConfig()
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = file
+		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
 	}
 }
 

@@ -36,19 +36,25 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 	if err := ctx.RegisterComponentResource("railgrid:kcp:KindPlatform", name, k, opts...); err != nil {
 		return nil, err
 	}
-	provider, err := kubernetes.NewProvider(ctx, name+"-k8s", &kubernetes.ProviderArgs{
+	providerArgs := &kubernetes.ProviderArgs{
 		Context: pulumi.String(b.cfg.Kind.Context),
 		// The split-horizon hosts file is a ConfigMap that CoreDNS re-reads in place.
 		EnableConfigMapMutable: pulumi.Bool(true),
 		// A re-mint updates the hub Secret in place instead of deleting and recreating it.
 		EnableSecretMutable: pulumi.Bool(true),
-	}, pulumi.Parent(k))
+	}
+	if b.cfg.Kind.Kubeconfig != "" {
+		// The provider takes a path or a kubeconfig's contents; unset, it reads
+		// $KUBECONFIG or ~/.kube/config, and a stack made without the key keeps its inputs.
+		providerArgs.Kubeconfig = pulumi.String(b.cfg.Kind.Kubeconfig)
+	}
+	provider, err := kubernetes.NewProvider(ctx, name+"-k8s", providerArgs, pulumi.Parent(k))
 	if err != nil {
 		return nil, err
 	}
 	k.provider = provider
-	// The program reaches the cluster as the provider does: the kubeconfig's context.
-	if k.helmHooks, err = newHelmRecordRepair(ctx, kubeconfigContext(b.cfg.Kind.Context)); err != nil {
+	// The program reaches the cluster as the provider does: the same file and context.
+	if k.helmHooks, err = newHelmRecordRepair(ctx, kubeconfigContext(b.cfg.Kind.Kubeconfig, b.cfg.Kind.Context)); err != nil {
 		return nil, err
 	}
 	child := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider)}

@@ -143,6 +143,10 @@ type Hub struct {
 type Kind struct {
 	// Context is the kubeconfig context of the kind cluster.
 	Context string `json:"context"`
+	// Kubeconfig is the kubeconfig file that holds Context. Empty: $KUBECONFIG, then
+	// ~/.kube/config, as kubectl reads them. The provider and the program itself (its
+	// Helm record repair) both use it.
+	Kubeconfig string `json:"kubeconfig"`
 	// CertManagerPresent and EnvoyGatewayPresent say the cluster already has them,
 	// so the stack does not install them.
 	CertManagerPresent  bool `json:"certManagerPresent"`

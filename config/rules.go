@@ -158,6 +158,8 @@ var (
 	// kind.
 	ruleKindContext = newRule("kind-context", "`kind.context`",
 		"must name the kind cluster's kubeconfig context")
+	ruleKindKubeconfig = newRule("kind-kubeconfig", "`kind.kubeconfig`",
+		"must be empty ($KUBECONFIG, then ~/.kube/config) or the path of a kubeconfig file that exists")
 	ruleKindNodePort = newRule("kind-node-port", "`kind.gatewayNodePort`",
 		"must be a NodePort between 30000 and 32767")
 

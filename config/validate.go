@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -321,6 +322,11 @@ func (c *Config) validateKind(errs *Errors) {
 	k := c.Kind
 	if strings.TrimSpace(k.Context) == "" {
 		errs.add(ruleKindContext, "kind.context", k.Context)
+	}
+	if k.Kubeconfig != "" {
+		if info, err := os.Stat(k.Kubeconfig); err != nil || info.IsDir() {
+			errs.add(ruleKindKubeconfig, "kind.kubeconfig", k.Kubeconfig)
+		}
 	}
 	if k.GatewayNodePort < 30000 || k.GatewayNodePort > 32767 {
 		errs.add(ruleKindNodePort, "kind.gatewayNodePort", strconv.Itoa(k.GatewayNodePort))

@@ -188,6 +188,8 @@ var refusals = []refusal{
 		key: "hub.remintGeneration", value: "-1", says: "0 or more"},
 	{name: "kind context empty", rule: "kind-context", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "context", "") },
 		key: "kind.context", value: "", says: "kubeconfig context"},
+	{name: "kind kubeconfig missing", rule: "kind-kubeconfig", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "kubeconfig", "/nonexistent/kubeconfig") },
+		key: "kind.kubeconfig", value: "/nonexistent/kubeconfig", says: "a kubeconfig file that exists"},
 	{name: "kind node port zero", rule: "kind-node-port", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "gatewayNodePort", 0) },
 		key: "kind.gatewayNodePort", value: "0", says: "between 30000 and 32767"},
 	{name: "gke project", rule: "gke-project", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "project", "Railgrid") },

@@ -103,7 +103,7 @@ func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources) *env 
 	}
 	// The stack file first: the cluster's Service range comes from its config.
 	pre := &e2eStack{t: t, cfgFile: filepath.Join(base, "probe.yaml")}
-	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), pre.cfgFile, chartDir); err != nil {
+	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), pre.cfgFile, chartDir, ""); err != nil {
 		t.Fatal(err)
 	}
 	p := pre.render()

@@ -87,7 +87,7 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 		t.Fatal(err)
 	}
 	s.cfgFile = filepath.Join(s.dir, "Pulumi."+stackName+".yaml")
-	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), s.cfgFile, chartDir); err != nil {
+	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), s.cfgFile, chartDir, c.kubeconfig); err != nil {
 		t.Fatal(err)
 	}
 
@@ -113,8 +113,11 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 	return s
 }
 
-// writeStackConfig writes the e2e stack file from the kind stack file.
-func writeStackConfig(kindFile, out, chartDir string) error {
+// writeStackConfig writes the e2e stack file from the kind stack file. kubeconfig, when
+// given, is the cluster's kubeconfig file (kind.kubeconfig): the inline program runs in
+// this test process, which has no $KUBECONFIG, and its Helm record hook reaches the
+// cluster through that key, as the provider does.
+func writeStackConfig(kindFile, out, chartDir, kubeconfig string) error {
 	data, err := os.ReadFile(kindFile)
 	if err != nil {
 		return err
@@ -133,6 +136,9 @@ func writeStackConfig(kindFile, out, chartDir string) error {
 		kind = map[string]any{}
 	}
 	kind["context"] = kubeContext
+	if kubeconfig != "" {
+		kind["kubeconfig"] = kubeconfig
+	}
 	kind["certManagerPresent"] = true
 	kind["envoyGatewayPresent"] = true
 	cfg[key("kind")] = kind
