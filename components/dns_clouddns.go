@@ -22,11 +22,11 @@ type cloudDNSResponsePolicy struct {
 	cluster gkeCluster
 }
 
-func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, opts ...pulumi.ResourceOption) error {
+func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, answersAfter []pulumi.Resource, opts ...pulumi.ResourceOption) error {
 	g := c.cfg.GKE
 	// The component's provider map holds only the Kubernetes provider; GCP resources
 	// resolve their provider by package and take the default gcp provider.
-	gcpOpts := append([]pulumi.ResourceOption{}, opts...)
+	gcpOpts := append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(answersAfter))
 	api, err := projects.NewService(ctx, name+"-dns-api", &projects.ServiceArgs{
 		Project:          pulumi.String(g.Project),
 		Service:          pulumi.String("dns.googleapis.com"),

@@ -49,7 +49,7 @@ const (
 // file (its volume is optional) and falls through.
 type coreDNSHosts struct{}
 
-func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, opts ...pulumi.ResourceOption) error {
+func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, answersAfter []pulumi.Resource, opts ...pulumi.ResourceOption) error {
 	var lines []string
 	for _, r := range records {
 		lines = append(lines, fmt.Sprintf("%s %s", r.ClusterIP, r.Hostname))
@@ -57,9 +57,12 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 	if _, err := corev1.NewConfigMap(ctx, name+"-hosts", &corev1.ConfigMapArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), Namespace: pulumi.String(CoreDNSNamespace)},
 		Data:     pulumi.StringMap{SplitHorizonHostsKey: pulumi.String(strings.Join(lines, "\n") + "\n")},
-	}, opts...); err != nil {
+	}, append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(answersAfter))...); err != nil {
 		return err
 	}
+	// The Corefile and its mount serve every answer and do not wait for the shards: a
+	// preview then knows their content, and adding a shard shows no change to them.
+	// Until the hosts ConfigMap exists, the stanza reads an absent file and falls through.
 
 	live, err := corev1.GetConfigMap(ctx, name+"-corefile-live", pulumi.ID(CoreDNSNamespace+"/"+CoreDNSConfigMap), nil, opts...)
 	if err != nil {

@@ -51,7 +51,9 @@ type HostRecord struct {
 
 // DNSBackend declares split-horizon records under the SplitHorizonDNS component.
 type DNSBackend interface {
-	DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, opts ...pulumi.ResourceOption) error
+	// answersAfter is what every answer waits for (the owned Services and their kcp
+	// objects); what serves all answers (kind's Corefile) does not wait for it.
+	DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, answersAfter []pulumi.Resource, opts ...pulumi.ResourceOption) error
 }
 
 // ExposedBackend is one hostname routed to one owned Service.

@@ -36,7 +36,7 @@ func NewSplitHorizonDNS(ctx *pulumi.Context, name string, args *SplitHorizonDNSA
 	if err := ctx.RegisterComponentResource("railgrid:kcp:SplitHorizonDNS", name, d, opts...); err != nil {
 		return nil, err
 	}
-	if err := args.Backend.DeclareRecords(ctx, name, args.Records, pulumi.Parent(d), pulumi.DependsOn(args.DependsOn)); err != nil {
+	if err := args.Backend.DeclareRecords(ctx, name, args.Records, args.DependsOn, pulumi.Parent(d)); err != nil {
 		return nil, err
 	}
 	var hosts []string

@@ -61,6 +61,15 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	require.Equal(t, components.CorefilePath, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].mountPath"))
 	require.Equal(t, components.CorefileKey, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].subPath"))
 	require.Equal(t, components.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].name"))
+	// The answers wait for their shards; the Corefile, its read of kubeadm's Corefile and
+	// the mount do not, so a preview of an added shard knows they stay as they are.
+	alpha := object(t, rec, "Shard", cfg.Kcp.Shards[0].Name)
+	require.True(t, rec.DependsOnTransitively(hosts.URN, alpha.URN), "the hosts file answers once the shard is Available")
+	live, ok := rec.Find("kubernetes:core/v1:ConfigMap", "railgrid-kcp-dns-corefile-live")
+	require.True(t, ok, "the read of kubeadm's Corefile")
+	for _, r := range []mockstack.Resource{live, corefileMap, deploy} {
+		require.False(t, rec.DependsOnTransitively(r.URN, alpha.URN), "%s waits for a shard", r.URN)
+	}
 	sum := sha256.Sum256([]byte(corefile))
 	require.Equal(t, hex.EncodeToString(sum[:]), getString(t, inputs(deploy), "spec.template.metadata.annotations.railgrid\\.io/corefile-sha256"),
 		"a changed Corefile rolls CoreDNS (a subPath mount does not follow its ConfigMap)")

@@ -66,18 +66,18 @@ func (s *e2eStack) locks() []string {
 	return out
 }
 
-// killedUp: an up killed with SIGKILL at four points, one after the other on one
-// cluster, each resumed by the next up, converges on the last up with nothing deleted by
-// hand and no data holder replaced:
+// killedUp: an up killed with SIGKILL at four points, in the order the program creates
+// them, one after the other on one cluster, each resumed by the next up, converges on the
+// last up with nothing deleted by hand and no data holder replaced:
 //  0. while Helm installs the kcp-operator's release (its record is pending-install: the
 //     operator's simulated pod becomes Ready only after kcpPodReadyDelay); the resumed up
 //     must log that the program's hook removed that record, and install the release;
-//  1. while the edge routes (TLSRoutes) are being created; the etcd StatefulSets' creates
-//     are in flight too (the test's volume provisioner holds their claims Pending);
-//  2. while the etcd StatefulSets are being created, after the resumed up has created the
-//     routes of kill 1 (without a field conflict);
-//  3. while the engine awaits the Kubeconfig, after the resumed up has finished the
-//     StatefulSets of kill 2.
+//  1. while the etcd StatefulSets are being created (the test's volume provisioner holds
+//     their claims Pending until this kill has landed);
+//  2. while the edge routes (TLSRoutes) are being created, after the resumed up has
+//     finished the StatefulSets of kill 1;
+//  3. while the engine awaits the Kubeconfig, after the resumed up has created the routes
+//     of kill 2 (without a field conflict).
 //
 // After each kill the test records the backend's lock and the pending operations, runs
 // `pulumi cancel` if a lock was left (the file backend needs it), `pulumi refresh
@@ -125,7 +125,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		return out
 	}
 
-	e.volumes.paused.Store(true) // etcd claims stay Pending until kill 2 has landed
+	e.volumes.paused.Store(true) // etcd claims stay Pending until kill 1 has landed
 	points := []killPoint{{
 		name: "0-while-helm-installs-the-operator",
 		arm:  func(st map[string]*step) bool { return started(st, release) },
@@ -141,26 +141,9 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		},
 		leavesHelmPending: true,
 	}, {
-		name:      "1-while-the-edge-routes-are-created",
-		arm:       func(st map[string]*step) bool { return started(st, routes[0]) },
-		inCluster: exists(tlsRouteGVR, components.NamespaceKcp, "kcp-root"),
-		landed: func(t *testing.T, st map[string]*step) {
-			if !started(st, routes[0]) {
-				t.Errorf("kill 1: the route's create had not started")
-			}
-			for _, u := range append(append([]string{}, routes...), etcds...) {
-				t.Logf("kill 1 landed: %s create started %v, finished %v", shortURN(u), started(st, u), finished(st, u))
-			}
-		},
-	}, {
-		name: "2-while-the-etcd-statefulsets-are-created",
+		name: "1-while-the-etcd-statefulsets-are-created",
+		// Not while the Helm release is being installed: that is kill 0's point.
 		arm: func(st map[string]*step) bool {
-			for _, u := range routes {
-				if !finished(st, u) && !before[u] {
-					return false
-				}
-			}
-			// Not while the Helm release is being installed (see helmReleasePending).
 			return (finished(st, release) || before[release]) && started(st, etcds[0]) && started(st, etcds[1])
 		},
 		inCluster: exists(statefulSetGVR, components.NamespaceEtcd, "etcd-root", "etcd-alpha"),
@@ -169,8 +152,29 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		landed: func(t *testing.T, st map[string]*step) {
 			for _, u := range etcds {
 				if finished(st, u) {
-					t.Errorf("kill 2: the create of %s had finished", shortURN(u))
+					t.Errorf("kill 1: the create of %s had finished", shortURN(u))
 				}
+			}
+		},
+	}, {
+		// The root shard's route waits for the RootShard to be Available, which waits for
+		// etcd; the Kubeconfig waits for the front proxy, which starts after the RootShard
+		// and becomes Available seconds later (its pods' readiness delay): so the route's
+		// create starts, and this kill lands, before the Kubeconfig's create finishes.
+		name:      "2-while-the-edge-routes-are-created",
+		arm:       func(st map[string]*step) bool { return started(st, routes[0]) },
+		inCluster: exists(tlsRouteGVR, components.NamespaceKcp, "kcp-root"),
+		landed: func(t *testing.T, st map[string]*step) {
+			for _, u := range etcds {
+				if !finished(st, u) && !before[u] {
+					t.Errorf("kill 2: the resumed up did not finish %s of kill 1", shortURN(u))
+				}
+			}
+			if finished(st, kubeconfig) {
+				t.Errorf("kill 2: the Kubeconfig's create had finished, so kill 3 cannot land")
+			}
+			for _, u := range routes {
+				t.Logf("kill 2 landed: %s create started %v, finished %v", shortURN(u), started(st, u), finished(st, u))
 			}
 		},
 	}, {
@@ -181,10 +185,8 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			if finished(st, kubeconfig) {
 				t.Errorf("kill 3: the Kubeconfig's create had finished")
 			}
-			for _, u := range etcds {
-				if !finished(st, u) && !before[u] {
-					t.Errorf("kill 3: the resumed up did not finish %s of kill 2", shortURN(u))
-				}
+			if !finished(st, routes[0]) && !before[routes[0]] {
+				t.Errorf("kill 3: the resumed up did not create %s of kill 2", shortURN(routes[0]))
 			}
 		},
 	}}
@@ -194,8 +196,8 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	var leftPending []string
 	for i, kp := range points {
 		ok := t.Run(kp.name, func(t *testing.T) {
-			if i == 3 {
-				e.volumes.paused.Store(false)
+			if i == 2 {
+				e.volumes.paused.Store(false) // kill 1 has landed: etcd may finish now
 			}
 			uctx, cancel := context.WithTimeout(ctx, upTimeout)
 			defer cancel()
