@@ -76,8 +76,8 @@ func (s *e2eStack) locks() []string {
 //     their claims Pending until this kill has landed);
 //  2. while the edge routes (TLSRoutes) are being created, after the resumed up has
 //     finished the StatefulSets of kill 1;
-//  3. while the engine awaits the Kubeconfig, after the resumed up has created the routes
-//     of kill 2 (without a field conflict).
+//  3. while the engine awaits the Kubeconfig; the resumed up (or the last one) re-creates
+//     the route of kill 2, and a field conflict would fail it.
 //
 // After each kill the test records the backend's lock and the pending operations, runs
 // `pulumi cancel` if a lock was left (the file backend needs it), `pulumi refresh
@@ -185,9 +185,9 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			if finished(st, kubeconfig) {
 				t.Errorf("kill 3: the Kubeconfig's create had finished")
 			}
-			if !finished(st, routes[0]) && !before[routes[0]] {
-				t.Errorf("kill 3: the resumed up did not create %s of kill 2", shortURN(routes[0]))
-			}
+			// The route of kill 2 and the Kubeconfig start together in this up; whichever up
+			// re-creates the route (this one or the last), a field conflict fails it.
+			t.Logf("kill 3 landed: %s re-created by this up: %v", shortURN(routes[0]), finished(st, routes[0]))
 		},
 	}}
 
