@@ -3,13 +3,22 @@ package testenv
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
-func crdYAML(group, kind, plural string) string {
-	return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: " + plural + "." + group +
-		"\nspec:\n  group: " + group + "\n  names:\n    kind: " + kind + "\n    plural: " + plural + "\n"
+// upstreamCRD reads one upstream CRD file from ../shared/reference/crds (never copied
+// into the repository).
+func upstreamCRD(t *testing.T, rel string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(CRDsDir(RepoRoot(t)), rel))
+	if err != nil {
+		t.Fatalf("reading the upstream CRD %s: %v", rel, err)
+	}
+	return string(data)
 }
 
 func writeFiles(t *testing.T, dir string, files map[string]string) {
@@ -25,17 +34,8 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-// LoadCRDs reads YAML, multi-document YAML (empty documents skipped) and JSON, in
-// subdirectories too, in path order, and passes over files that are not YAML or JSON.
-func TestLoadCRDsReadsEveryCRDUnderTheDirectoryInPathOrder(t *testing.T) {
-	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
-		"b/multi.yaml": crdYAML("b.example.com", "Two", "twos") + "---\n---\n" + crdYAML("b.example.com", "Three", "threes"),
-		"a.yml":        crdYAML("a.example.com", "One", "ones"),
-		"c/d/four.json": `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",` +
-			`"metadata":{"name":"fours.d.example.com"},"spec":{"group":"d.example.com","names":{"kind":"Four","plural":"fours"}}}`,
-		"README.md": "kind: not read\n",
-	})
+func loadedNames(t *testing.T, dir string) []string {
+	t.Helper()
 	crds, err := LoadCRDs(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -44,24 +44,80 @@ func TestLoadCRDsReadsEveryCRDUnderTheDirectoryInPathOrder(t *testing.T) {
 	for _, crd := range crds {
 		got = append(got, crd.GetName()+"="+CRDKind(crd))
 	}
-	want := "ones.a.example.com=a.example.com/One twos.b.example.com=b.example.com/Two " +
-		"threes.b.example.com=b.example.com/Three fours.d.example.com=d.example.com/Four"
-	if strings.Join(got, " ") != want {
-		t.Errorf("LoadCRDs = %v, want %s", got, want)
+	return got
+}
+
+// LoadCRDs reads the upstream CRD directory the conformance and end-to-end tests use:
+// every subdirectory, in path order, multi-document files included, README.md passed over.
+func TestLoadCRDsReadsTheUpstreamDirectoryInPathOrder(t *testing.T) {
+	got := loadedNames(t, CRDsDir(RepoRoot(t)))
+	index := func(name string) int {
+		i := slices.Index(got, name)
+		if i < 0 {
+			t.Fatalf("LoadCRDs did not read %s; it read %v", name, got)
+		}
+		return i
+	}
+	order := []int{
+		index("certificates.cert-manager.io=cert-manager.io/Certificate"),
+		index("envoyproxies.gateway.envoyproxy.io=gateway.envoyproxy.io/EnvoyProxy"),
+		index("gateways.gateway.networking.k8s.io=gateway.networking.k8s.io/Gateway"),
+		index("tlsroutes.gateway.networking.k8s.io=gateway.networking.k8s.io/TLSRoute"),
+		index("gcpbackendpolicies.networking.gke.io=networking.gke.io/GCPBackendPolicy"),
+		// Paths sort as strings: "kcp-operator-deploy/" before "kcp-operator/".
+		index("compiledshards.deploy.operator.kcp.io=deploy.operator.kcp.io/CompiledShard"),
+		index("rootshards.operator.kcp.io=operator.kcp.io/RootShard"),
+	}
+	if !slices.IsSorted(order) {
+		t.Errorf("not in path order (cert-manager, envoy-gateway, gateway-api, gke-gateway, kcp-operator-deploy, kcp-operator): %v", order)
+	}
+	seen := map[string]bool{}
+	for _, n := range got {
+		if seen[n] {
+			t.Errorf("%s read twice", n)
+		}
+		seen[n] = true
+	}
+}
+
+// Empty documents are skipped and JSON is read too; built at test time from upstream
+// CRDs.
+func TestLoadCRDsSkipsEmptyDocumentsAndReadsJSON(t *testing.T) {
+	shards, rootShards := upstreamCRD(t, "kcp-operator/operator.kcp.io_shards.yaml"), upstreamCRD(t, "kcp-operator/operator.kcp.io_rootshards.yaml")
+	asJSON, err := yaml.YAMLToJSON([]byte(upstreamCRD(t, "kcp-operator/operator.kcp.io_kubeconfigs.yaml")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"b/multi.yaml":  shards + "\n---\n---\n" + rootShards,
+		"c/d/kc.json":   string(asJSON),
+		"a/README.md":   "kind: not read\n",
+		"a/shards.yaml": shards,
+	})
+	want := []string{
+		"shards.operator.kcp.io=operator.kcp.io/Shard",
+		"shards.operator.kcp.io=operator.kcp.io/Shard",
+		"rootshards.operator.kcp.io=operator.kcp.io/RootShard",
+		"kubeconfigs.operator.kcp.io=operator.kcp.io/Kubeconfig",
+	}
+	if got := loadedNames(t, dir); !slices.Equal(got, want) {
+		t.Errorf("LoadCRDs = %v, want %v", got, want)
 	}
 }
 
 func TestLoadCRDsRefusesWhatIsNotACRD(t *testing.T) {
+	shards := upstreamCRD(t, "kcp-operator/operator.kcp.io_shards.yaml")
 	for name, tc := range map[string]struct {
 		files map[string]string
 		want  []string
 	}{
 		"another kind": {
-			files: map[string]string{"crds.yaml": crdYAML("a.example.com", "One", "ones") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"},
+			files: map[string]string{"crds.yaml": shards + "\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"},
 			want:  []string{"crds.yaml", "document 2", "v1 ConfigMap"},
 		},
 		"an old CRD version": {
-			files: map[string]string{"old.yaml": strings.Replace(crdYAML("a.example.com", "One", "ones"), "/v1\n", "/v1beta1\n", 1)},
+			files: map[string]string{"old.yaml": strings.Replace(shards, "apiVersion: apiextensions.k8s.io/v1\n", "apiVersion: apiextensions.k8s.io/v1beta1\n", 1)},
 			want:  []string{"old.yaml", "document 1", "apiextensions.k8s.io/v1beta1"},
 		},
 		"no CRD at all": {
