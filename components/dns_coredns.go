@@ -60,10 +60,10 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 	}, append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(answersAfter))...); err != nil {
 		return err
 	}
+
 	// The Corefile and its mount serve every answer and do not wait for the shards: a
 	// preview then knows their content, and adding a shard shows no change to them.
 	// Until the hosts ConfigMap exists, the stanza reads an absent file and falls through.
-
 	live, err := corev1.GetConfigMap(ctx, name+"-corefile-live", pulumi.ID(CoreDNSNamespace+"/"+CoreDNSConfigMap), nil, opts...)
 	if err != nil {
 		return err

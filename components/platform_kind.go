@@ -57,8 +57,7 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 	if k.helmHooks, err = newHelmRecordRepair(ctx, kubeconfigContext(b.cfg.Kind.Kubeconfig, b.cfg.Kind.Context)); err != nil {
 		return nil, err
 	}
-	child := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider)}
-	release := append(child, k.helmHooks)
+	releaseOpts := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider), k.helmHooks}
 	v := b.cfg.Versions
 	if !b.cfg.Kind.CertManagerPresent {
 		release, err := helmv3.NewRelease(ctx, name+"-cert-manager", &helmv3.ReleaseArgs{
@@ -70,7 +69,7 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 			CreateNamespace: pulumi.Bool(true),
 			// keep: uninstalling cert-manager must not delete every Certificate with its CRDs.
 			Values: pulumi.Map{"crds": pulumi.Map{"enabled": pulumi.Bool(true), "keep": pulumi.Bool(true)}},
-		}, release...)
+		}, releaseOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -83,7 +82,7 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 			Version:         pulumi.String(v.EnvoyGateway),
 			Namespace:       pulumi.String(NamespaceEnvoyGateway),
 			CreateNamespace: pulumi.Bool(true),
-		}, release...)
+		}, releaseOpts...)
 		if err != nil {
 			return nil, err
 		}
