@@ -7,7 +7,6 @@ import (
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
 )
@@ -28,7 +27,7 @@ type KcpOperatorArgs struct {
 type KcpOperator struct {
 	pulumi.ResourceState
 
-	Release      *helmv3.Release
+	Release      *HelmRelease
 	Issuer       *apiextensions.CustomResource
 	KcpNamespace *corev1.Namespace
 
@@ -49,7 +48,7 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 		return nil, err
 	}
 	cfg := args.Config
-	chart := &helmv3.ReleaseArgs{
+	chart := &HelmReleaseArgs{
 		Name:      pulumi.String(OperatorReleaseName),
 		Namespace: args.OperatorNamespace.Metadata.Name().Elem(),
 		Chart:     pulumi.String(config.OperatorChartName),
@@ -58,14 +57,14 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 			"image": pulumi.Map{"repository": pulumi.String(config.OperatorImageRepository), "tag": pulumi.String(cfg.Versions.OperatorImage)},
 			"crds":  pulumi.Map{"create": pulumi.Bool(true)},
 		},
-		Timeout: pulumi.Int(600),
+		Timeout: 600,
 	}
 	if cfg.Operator.ChartPath != "" {
 		chart.Chart = pulumi.String(cfg.Operator.ChartPath)
 	} else {
-		chart.RepositoryOpts = &helmv3.RepositoryOptsArgs{Repo: pulumi.String(cfg.Operator.ChartRepository)}
+		chart.Repo = pulumi.String(cfg.Operator.ChartRepository)
 	}
-	release, err := helmv3.NewRelease(ctx, name+"-release", chart, pulumi.Parent(o), pulumi.RetainOnDelete(true), args.ReleaseHooks)
+	release, err := NewHelmRelease(ctx, name+"-release", chart, pulumi.Parent(o), pulumi.RetainOnDelete(true), args.ReleaseHooks)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +80,7 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 		return nil, err
 	}
 	o.Release, o.Issuer = release, issuer
-	o.Status = release.Status.Status()
+	o.Status = release.HelmStatus()
 	if err := ctx.RegisterResourceOutputs(o, pulumi.Map{"releaseStatus": o.Status}); err != nil {
 		return nil, err
 	}

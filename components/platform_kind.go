@@ -4,7 +4,6 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
-	helmv3 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/helm/v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/naming"
@@ -60,13 +59,13 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 	releaseOpts := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider), k.helmHooks}
 	v := b.cfg.Versions
 	if !b.cfg.Kind.CertManagerPresent {
-		release, err := helmv3.NewRelease(ctx, name+"-cert-manager", &helmv3.ReleaseArgs{
+		release, err := NewHelmRelease(ctx, name+"-cert-manager", &HelmReleaseArgs{
 			Name:            pulumi.String("cert-manager"),
 			Chart:           pulumi.String("cert-manager"),
 			Version:         pulumi.String(v.CertManager),
-			RepositoryOpts:  &helmv3.RepositoryOptsArgs{Repo: pulumi.String(config.CertManagerChartRepo)},
+			Repo:            pulumi.String(config.CertManagerChartRepo),
 			Namespace:       pulumi.String(NamespaceCertManager),
-			CreateNamespace: pulumi.Bool(true),
+			CreateNamespace: true,
 			// keep: uninstalling cert-manager must not delete every Certificate with its CRDs.
 			Values: pulumi.Map{"crds": pulumi.Map{"enabled": pulumi.Bool(true), "keep": pulumi.Bool(true)}},
 		}, releaseOpts...)
@@ -76,12 +75,12 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 		k.certManager = []pulumi.Resource{release}
 	}
 	if !b.cfg.Kind.EnvoyGatewayPresent {
-		release, err := helmv3.NewRelease(ctx, name+"-envoy-gateway", &helmv3.ReleaseArgs{
+		release, err := NewHelmRelease(ctx, name+"-envoy-gateway", &HelmReleaseArgs{
 			Name:            pulumi.String("envoy-gateway"),
 			Chart:           pulumi.String(config.EnvoyGatewayChart),
 			Version:         pulumi.String(v.EnvoyGateway),
 			Namespace:       pulumi.String(NamespaceEnvoyGateway),
-			CreateNamespace: pulumi.Bool(true),
+			CreateNamespace: true,
 		}, releaseOpts...)
 		if err != nil {
 			return nil, err
