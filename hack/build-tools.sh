@@ -22,7 +22,7 @@
 #               etcd is not on PATH; RAILGRID_ETCD_FROM=source builds etcd from
 #               tools/etcd into the cache instead
 #   actionlint  actionlint (go install at an exact version)
-#   kwok        kwok (go install at an exact version)
+#   kwok        kwok (see kcp-operator below)
 #   pulumi      pulumi CLI (tools/pulumi)
 #   provider    pulumi-resource-kubernetes (tools/provider; needs ~5 GB of memory)
 #   etcdtools   etcd, etcdctl, etcdutl at the etcd image's version (tools/etcdtools),
@@ -34,11 +34,16 @@
 #               its version is the pulumi SDK it requires plus a hash of that source
 #               (measured: 10 min cold on 2 cores under heavy load)
 #   kcp-operator  kcp-operator, built from the kcp-operator source kept in
-#               ../shared/thirdparty (GOFLAGS=-mod=readonly; never copied here)
+#               ../shared/thirdparty (never copied here)
 #   cert-manager  cert-manager's controller, from ../shared/thirdparty the same way
-#   envoy-gateway envoy-gateway control plane (go install at an exact version)
-#   helm        the Helm CLI (go install at an exact version): tests/e2e renders the
-#               Envoy Gateway chart's ServiceAccount and RBAC with it
+#   envoy-gateway envoy-gateway control plane, Envoy Gateway's module at an exact version
+#               kwok, kcp-operator, cert-manager and envoy-gateway are one build of
+#               tools/controllers: one module graph, so the Kubernetes libraries, the
+#               controller-runtime and gRPC they all use compile once, not four times.
+#               Building any of the four builds all of them into one cache directory.
+#   helm        the Helm CLI, built in tools/provider's module graph, so it is the Helm
+#               library the provider uses and shares the provider's compiled packages:
+#               tests/e2e renders the Envoy Gateway chart's ServiceAccount and RBAC with it
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -60,14 +65,13 @@ THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
 ACTIONLINT_VERSION=v1.7.12
-KWOK_VERSION=v0.8.0
 FAKEGCS_VERSION=v1.56.1
-ENVOY_GATEWAY_VERSION=v1.9.0
-# The Helm library version the Kubernetes provider is built with (tools/provider/go.sum).
-HELM_VERSION=v3.18.6
 # The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
 # (its README); the source carries no version of its own, so the pin lives here.
 KCP_OPERATOR_VERSION=406169b
+# The upstream folders tools/controllers builds from (its go.mod's replace lines).
+CONTROLLERS_THIRDPARTY=(cert-manager-controller kcp-apimachinery kcp-client-go kcp-operator
+  kcp-sdk logicalcluster multicluster-runtime reconciler)
 # Version the Kubernetes provider reports to the Pulumi engine; matches the
 # github.com/pulumi/pulumi-kubernetes/sdk/v4 version the program uses.
 PROVIDER_SERVE_VERSION=4.32.0
@@ -95,32 +99,55 @@ source_hash() {
   (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-12)
 }
 
+# modhash DIR: the first 8 hex digits of a hash over DIR's go.mod and go.sum, so that a
+# tool whose module graph changed (a dependency moved, not only the tool's own version)
+# gets a cache directory of its own.
+modhash() {
+  cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -c1-8
+}
+
+# controllers_hash: the first 12 hex digits of a hash over tools/controllers' go.mod and
+# go.sum and the upstream sources it builds.
+controllers_hash() {
+  local d
+  [[ -f $THIRDPARTY/kcp-operator/go.mod ]] || die "no kcp-operator source in $THIRDPARTY (set RAILGRID_THIRDPARTY_DIR)"
+  {
+    cat "$TOOLS/controllers/go.mod" "$TOOLS/controllers/go.sum"
+    for d in "${CONTROLLERS_THIRDPARTY[@]}"; do printf '%s %s\n' "$d" "$(source_hash "$THIRDPARTY/$d")"; done
+  } | sha256sum | cut -c1-12
+}
+
 # Per group: cache name, version, binaries.
 group_info() {
   case $1 in
     kube)
-      NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes)
+      NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes)-$(modhash "$TOOLS/kube")
       BINS=(kube-apiserver kube-controller-manager kube-scheduler) ;;
     etcd)
       NAME=etcd; BINS=(etcd)
       if [[ ${RAILGRID_ETCD_FROM:-apt} == source ]]; then
-        VERSION=$(modver "$TOOLS/etcd" go.etcd.io/etcd/server/v3)
+        VERSION=$(modver "$TOOLS/etcd" go.etcd.io/etcd/server/v3)-$(modhash "$TOOLS/etcd")
       else
         VERSION=apt
       fi ;;
     actionlint) NAME=actionlint; VERSION=$ACTIONLINT_VERSION; BINS=(actionlint) ;;
-    kwok) NAME=kwok; VERSION=$KWOK_VERSION; BINS=(kwok) ;;
+    kwok|kcp-operator|cert-manager|envoy-gateway)
+      NAME=controllers
+      # The operator's pin plus a hash of the module graph and the upstream sources, so
+      # that a changed go.sum or source tree gets a cache directory of its own.
+      VERSION=$KCP_OPERATOR_VERSION-$(controllers_hash)
+      BINS=(kwok kcp-operator cert-manager-controller envoy-gateway) ;;
     pulumi)
-      NAME=pulumi; VERSION=$(modver "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3)
+      NAME=pulumi; VERSION=$(modver "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3)-$(modhash "$TOOLS/pulumi")
       BINS=(pulumi) ;;
     provider)
       NAME=pulumi-resource-kubernetes
       # Served version plus the commit of the provider module's pseudo-version.
       VERSION=$(modver "$TOOLS/provider" github.com/pulumi/pulumi-kubernetes/provider/v4)
-      VERSION=v$PROVIDER_SERVE_VERSION-${VERSION##*-}
+      VERSION=v$PROVIDER_SERVE_VERSION-${VERSION##*-}-$(modhash "$TOOLS/provider")
       BINS=(pulumi-resource-kubernetes) ;;
     etcdtools)
-      NAME=etcdtools; VERSION=$(modver "$TOOLS/etcdtools" go.etcd.io/etcd/etcdctl/v3)
+      NAME=etcdtools; VERSION=$(modver "$TOOLS/etcdtools" go.etcd.io/etcd/etcdctl/v3)-$(modhash "$TOOLS/etcdtools")
       BINS=(etcd etcdctl etcdutl) ;;
     fakegcs) NAME=fake-gcs-server; VERSION=$FAKEGCS_VERSION; BINS=(fake-gcs-server) ;;
     langhost)
@@ -128,13 +155,9 @@ group_info() {
       [[ -f $LANGHOST_SRC/go.mod ]] || die "langhost: no Go language host source in $LANGHOST_SRC (set RAILGRID_LANGHOST_SRC)"
       VERSION=$(modver "$LANGHOST_SRC" github.com/pulumi/pulumi/sdk/v3)-$(source_hash "$LANGHOST_SRC")
       BINS=(pulumi-language-go) ;;
-    kcp-operator) NAME=kcp-operator; VERSION=$KCP_OPERATOR_VERSION; BINS=(kcp-operator) ;;
-    cert-manager)
-      NAME=cert-manager-controller
-      VERSION=$(modver "$THIRDPARTY/cert-manager-controller" github.com/cert-manager/cert-manager)
-      BINS=(cert-manager-controller) ;;
-    envoy-gateway) NAME=envoy-gateway; VERSION=$ENVOY_GATEWAY_VERSION; BINS=(envoy-gateway) ;;
-    helm) NAME=helm; VERSION=$HELM_VERSION; BINS=(helm) ;;
+    helm)
+      NAME=helm; VERSION=$(modver "$TOOLS/provider" helm.sh/helm/v3)-provider-$(modhash "$TOOLS/provider")
+      BINS=(helm) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
 }
@@ -180,7 +203,6 @@ go_install() { # out module/pkg@version
   GOBIN=$1 CGO_ENABLED=0 go install -trimpath -buildvcs=false -ldflags "-s -w" "$2"
 }
 build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
-build_kwok() { go_install "$1" "sigs.k8s.io/kwok/cmd/kwok@$VERSION"; }
 build_fakegcs() { go_install "$1" "github.com/fsouza/fake-gcs-server@$VERSION"; }
 
 build_etcdtools() {
@@ -192,24 +214,44 @@ build_etcdtools() {
   done
 }
 
-build_envoy-gateway() { go_install "$1" "github.com/envoyproxy/gateway/cmd/envoy-gateway@$VERSION"; }
-build_helm() { go_install "$1" "helm.sh/helm/v3/cmd/helm@$VERSION"; }
-
-# thirdparty_build SRC PKG OUT: build from the read-only upstream copy without
-# touching its go.mod/go.sum.
-thirdparty_build() {
-  [[ -f $THIRDPARTY/$1/go.mod ]] || die "no $1 source in $THIRDPARTY (set RAILGRID_THIRDPARTY_DIR)"
-  (cd "$THIRDPARTY/$1" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$3" "$2")
+# The helm command from tools/provider's module graph; its version string is the
+# module's, as a release build sets it.
+build_helm() {
+  (cd "$TOOLS/provider" && CGO_ENABLED=0 "${GOBUILD[@]}" \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${VERSION%%-*}" -o "$1/helm" helm.sh/helm/v3/cmd/helm)
 }
-build_kcp-operator() {
+
+# The four controllers in one go build of tools/controllers, copied to a scratch directory
+# whose replace lines point at $THIRDPARTY, so the read-only upstream copies are never
+# written and RAILGRID_THIRDPARTY_DIR can name another copy.
+build_controllers() {
+  local out=$1 tp scratch mod d edits=()
   grep -q '^module github.com/kcp-dev/kcp-operator$' "$THIRDPARTY/kcp-operator/go.mod" ||
     die "$THIRDPARTY/kcp-operator is not the kcp-operator module"
-  thirdparty_build kcp-operator ./cmd/operator "$1/kcp-operator"
+  # A clean absolute path: with a ".." in it, go treats kcp-operator/sdk as part of the
+  # kcp-operator module as well as a module of its own ("ambiguous import").
+  tp=$(cd "$THIRDPARTY" && pwd -P)
+  scratch=$(mktemp -d "$CACHE/.controllers-src.XXXXXX")
+  TMPDIRS+=("$scratch")
+  cp "$TOOLS/controllers/go.mod" "$TOOLS/controllers/go.sum" "$scratch/"
+  # Lines of the replace block: <module> => ../../../shared/thirdparty/<folder>
+  while read -r mod d; do
+    edits+=("-replace=$mod=$tp/$d")
+  done < <(awk -v p=../../../shared/thirdparty/ '$2 == "=>" && index($3, p) == 1 { print $1, substr($3, length(p) + 1) }' "$scratch/go.mod")
+  ((${#edits[@]} == ${#CONTROLLERS_THIRDPARTY[@]} + 1)) || die "tools/controllers/go.mod: expected $((${#CONTROLLERS_THIRDPARTY[@]} + 1)) replace lines into ../../../shared/thirdparty, found ${#edits[@]}"
+  (cd "$scratch" && go mod edit "${edits[@]}")
+  (cd "$scratch" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$out/" \
+    github.com/cert-manager/cert-manager/controller-binary \
+    github.com/envoyproxy/gateway/cmd/envoy-gateway \
+    github.com/kcp-dev/kcp-operator/cmd/operator \
+    sigs.k8s.io/kwok/cmd/kwok)
+  mv "$out/controller-binary" "$out/cert-manager-controller"
+  mv "$out/operator" "$out/kcp-operator"
+  rm -rf "$scratch"
 }
-build_cert-manager() { thirdparty_build cert-manager-controller . "$1/cert-manager-controller"; }
 
 build_pulumi() {
-  local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$VERSION"
+  local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=${VERSION%%-*}"
   (cd "$TOOLS/pulumi" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$1/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
 }
 
@@ -279,6 +321,7 @@ build_group() {
   TMPDIRS+=("$stage")
   case $g in
     etcd) build_etcd_source "$stage" ;;
+    kwok|kcp-operator|cert-manager|envoy-gateway) build_controllers "$stage" ;;
     *) "build_$g" "$stage" ;;
   esac
   have_all "$stage" "${BINS[@]}" || die "$g: build did not produce ${BINS[*]}"
@@ -304,7 +347,7 @@ check_group() {
       fake-gcs-server) out=$("$dir/$b" -help 2>&1 | head -n 1 || true) ;;
       pulumi) out=$(PULUMI_SKIP_UPDATE_CHECK=true "$dir/$b" version) ;;
       pulumi-language-go) out=$("$dir/$b" -version) ;;
-      kcp-operator|cert-manager-controller) out=$("$dir/$b" --help 2>&1 | head -1) ;;
+      kcp-operator|cert-manager-controller) out=$("$dir/$b" --help 2>&1 || true) ;;
       envoy-gateway) out=$("$dir/$b" version) ;;
       helm) out=$("$dir/$b" version --short) ;;
       pulumi-resource-kubernetes)
