@@ -34,10 +34,10 @@ const (
 var kcpKinds = []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"}
 
 // TestKindStackEndToEnd runs the kind stack under the real Pulumi engine and Kubernetes
-// provider against a container-less cluster: first its whole lifecycle on one cluster
-// (preview, up, the cluster against the offline plan, the hub Secret and the state, no
-// changes on a second run, a kcp version bump, a re-mint, destroy), then, on a fresh
-// cluster, an `up` interrupted after the root shard is created and run again.
+// provider against container-less clusters: its whole lifecycle on one cluster (preview,
+// up, the cluster against the offline plan, the hub Secret and the state, no changes on a
+// second run, a kcp version bump, a re-mint, day two, destroy), and beside it, each on a
+// fresh cluster of its own, an interrupted `up` and a chain of killed ups, each run again.
 func TestKindStackEndToEnd(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "the e2e test starts a control plane and the Pulumi CLI")
 	bins := findBinaries(t)
@@ -51,7 +51,6 @@ func TestKindStackEndToEnd(t *testing.T) {
 		t.Fatalf("the kcp-operator chart is not in %s (set %s): %v", thirdparty, testenv.EnvThirdpartyDir, err)
 	}
 	src := sources{root: root, crds: crds, thirdparty: thirdparty}
-	requireTestedCertManagerIsInstalledOne(t, root, thirdparty)
 	// Stop (and let every cleanup run) before the test binary's own -timeout kills all.
 	deadline, ok := t.Deadline()
 	if !ok {
@@ -59,14 +58,19 @@ func TestKindStackEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-30*time.Second))
 	t.Cleanup(cancel)
+	requireTestedCertManagerIsInstalledOne(t, ctx, root, bins.certManager)
 	started := time.Now()
 	t.Logf("binaries: %s, %s, %s, %s, %s, %s, %s, %s, %s", bins.kubeAPIServer, bins.kubeControllerManager, bins.kubeScheduler,
 		bins.etcd, bins.kwok, bins.pulumi, bins.provider, bins.kcpOperator, bins.certManager)
 
-	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ctx, bins, src) })
-	t.Run("interrupted-up", func(t *testing.T) { interruptedUp(t, ctx, bins, src) })
-	t.Run("killed-up", func(t *testing.T) { killedUp(t, ctx, bins, src) })
-	t.Logf("e2e finished in %s", time.Since(started).Round(time.Second))
+	// Cleanups run once the parallel subtests below have finished.
+	t.Cleanup(func() { t.Logf("e2e finished in %s", time.Since(started).Round(time.Second)) })
+
+	// The three run side by side, each on a cluster, controllers, stack and state of its
+	// own: alone, each waits on its cluster most of the time and leaves a core idle.
+	t.Run("lifecycle", func(t *testing.T) { t.Parallel(); lifecycle(t, ctx, bins, src) })
+	t.Run("interrupted-up", func(t *testing.T) { t.Parallel(); interruptedUp(t, ctx, bins, src) })
+	t.Run("killed-up", func(t *testing.T) { t.Parallel(); killedUp(t, ctx, bins, src) })
 }
 
 // sources are the directories the test reads: the repository, the upstream CRDs and the
@@ -489,30 +493,21 @@ func firstLine(s string) string {
 }
 
 // requireTestedCertManagerIsInstalledOne fails unless the cert-manager controller the test
-// runs (built from <thirdparty>/cert-manager-controller, whose go.mod pins the
-// cert-manager module) is the version the kind stack installs (versions.certManager), so
-// the test proves the program against the cert-manager a kind cluster gets.
-func requireTestedCertManagerIsInstalledOne(t *testing.T, root, thirdparty string) {
+// runs was built from the cert-manager module version the kind stack installs
+// (versions.certManager), as its build information records it, so the test proves the
+// program against the cert-manager a kind cluster gets.
+func requireTestedCertManagerIsInstalledOne(t *testing.T, ctx context.Context, root, certManagerBin string) {
 	t.Helper()
-	gomod, err := os.ReadFile(filepath.Join(thirdparty, "cert-manager-controller", "go.mod"))
+	const module = "github.com/cert-manager/cert-manager"
+	built, err := builtModuleVersion(ctx, certManagerBin, module)
 	if err != nil {
 		t.Fatal(err)
-	}
-	built := ""
-	for _, line := range strings.Split(string(gomod), "\n") {
-		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
-		if len(f) >= 2 && f[0] == "github.com/cert-manager/cert-manager" {
-			built = f[1]
-		}
-	}
-	if built == "" {
-		t.Fatalf("no github.com/cert-manager/cert-manager requirement in %s/cert-manager-controller/go.mod", thirdparty)
 	}
 	cfg, err := config.ParseStackFile(filepath.Join(root, "Pulumi.kind.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Versions.CertManager != built {
-		t.Fatalf("the kind stack installs cert-manager %s (versions.certManager) but the test runs the controller built at %s", cfg.Versions.CertManager, built)
+		t.Fatalf("the kind stack installs cert-manager %s (versions.certManager) but the test runs %s, built from %s %s", cfg.Versions.CertManager, certManagerBin, module, built)
 	}
 }
