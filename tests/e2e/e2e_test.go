@@ -36,8 +36,8 @@ var kcpKinds = []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"}
 // TestKindStackEndToEnd runs the kind stack under the real Pulumi engine and Kubernetes
 // provider against container-less clusters: its whole lifecycle on one cluster (preview,
 // up, the cluster against the offline plan, the hub Secret and the state, no changes on a
-// second run, a kcp version bump, a re-mint, day two, destroy), and beside it, each on a
-// fresh cluster of its own, an interrupted `up` and a chain of killed ups, each run again.
+// second run, a kcp version bump, a re-mint, day two, destroy), then, each on a fresh
+// cluster of its own, an interrupted `up` and a chain of killed ups, each run again.
 func TestKindStackEndToEnd(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "the e2e test starts a control plane and the Pulumi CLI")
 	bins := findBinaries(t)
@@ -63,14 +63,12 @@ func TestKindStackEndToEnd(t *testing.T) {
 	t.Logf("binaries: %s, %s, %s, %s, %s, %s, %s, %s, %s", bins.kubeAPIServer, bins.kubeControllerManager, bins.kubeScheduler,
 		bins.etcd, bins.kwok, bins.pulumi, bins.provider, bins.kcpOperator, bins.certManager)
 
-	// Cleanups run once the parallel subtests below have finished.
-	t.Cleanup(func() { t.Logf("e2e finished in %s", time.Since(started).Round(time.Second)) })
-
-	// The three run side by side, each on a cluster, controllers, stack and state of its
-	// own: alone, each waits on its cluster most of the time and leaves a core idle.
-	t.Run("lifecycle", func(t *testing.T) { t.Parallel(); lifecycle(t, ctx, bins, src) })
-	t.Run("interrupted-up", func(t *testing.T) { t.Parallel(); interruptedUp(t, ctx, bins, src) })
-	t.Run("killed-up", func(t *testing.T) { t.Parallel(); killedUp(t, ctx, bins, src) })
+	// One after the other, not in parallel: run side by side on 2 cores, the kill points
+	// of killed-up landed late (kill 2 after the Kubeconfig had finished).
+	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ctx, bins, src) })
+	t.Run("interrupted-up", func(t *testing.T) { interruptedUp(t, ctx, bins, src) })
+	t.Run("killed-up", func(t *testing.T) { killedUp(t, ctx, bins, src) })
+	t.Logf("e2e finished in %s", time.Since(started).Round(time.Second))
 }
 
 // sources are the directories the test reads: the repository, the upstream CRDs and the

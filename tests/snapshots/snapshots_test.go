@@ -51,16 +51,21 @@ var gcloudImageTools = []string{
 	"gcloud",
 }
 
-// tools finds the built etcd tools and fake-gcs-server (hack/build-tools.sh etcdtools
-// fakegcs) and gcloud.
+// tools finds the etcd tools and fake-gcs-server, building them first with
+// hack/build-tools.sh if they are not in its cache (or waiting for a build of them that
+// is under way: .ci/run builds them while the other tests run), and gcloud.
 type tools struct {
 	etcd, fakeGCS, gcloud string
 }
 
 func findTools(t *testing.T, root string) tools {
 	t.Helper()
-	out, err := exec.Command("bash", filepath.Join(root, "hack/build-tools.sh"), "paths", "etcdtools", "fakegcs").Output()
-	require.NoError(t, err, "hack/build-tools.sh paths")
+	build := exec.Command("bash", filepath.Join(root, "hack/build-tools.sh"), "etcdtools", "fakegcs")
+	var log strings.Builder
+	build.Stderr = &log
+	out, err := build.Output()
+	require.NoError(t, err, "hack/build-tools.sh etcdtools fakegcs:\n%s", log.String())
+	t.Logf("hack/build-tools.sh etcdtools fakegcs: %s", strings.TrimSpace(log.String()))
 	dirs := strings.Fields(string(out))
 	require.Len(t, dirs, 2)
 	tl := tools{etcd: dirs[0], fakeGCS: filepath.Join(dirs[1], "fake-gcs-server")}
