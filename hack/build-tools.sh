@@ -16,8 +16,12 @@
 #                                         and prints its port); builds nothing
 #   hack/build-tools.sh list              print the groups, versions and binaries
 #
-# Groups, in the order `all` builds them (cold times on 2 cores):
-#   kube        kube-apiserver, kube-controller-manager, kube-scheduler (tools/kube)
+# Groups, in the order `all` builds them (cold times: README, "The two commands that
+# matter"). Every group's cache directory names its version and a hash of its module's
+# go.mod and go.sum, so a moved dependency rebuilds it. Tools are built without cgo.
+#   kube        kube-apiserver, kube-controller-manager, kube-scheduler (tools/kube; its
+#               shared libraries are pinned to the program's versions, so the program's
+#               tests and the control plane share their compile)
 #   etcd        etcd: Debian's etcd-server package, installed with apt-get when
 #               etcd is not on PATH; RAILGRID_ETCD_FROM=source builds etcd from
 #               tools/etcd into the cache instead
@@ -32,7 +36,6 @@
 #               use to build and run main.go; built from the upstream source in
 #               ../shared/thirdparty/pulumi-language-go (read-only, -mod=readonly);
 #               its version is the pulumi SDK it requires plus a hash of that source
-#               (measured: 10 min cold on 2 cores under heavy load)
 #   kcp-operator  kcp-operator, built from the kcp-operator source kept in
 #               ../shared/thirdparty (never copied here)
 #   cert-manager  cert-manager's controller, from ../shared/thirdparty the same way
