@@ -186,7 +186,7 @@ GOBUILD=(go build -trimpath -buildvcs=false)
 
 # Each builder writes the binaries into $1, a fresh staging directory.
 build_kube() {
-  local out=$1 v=$VERSION pkg="k8s.io/component-base/version" cgo="k8s.io/client-go/pkg/version"
+  local out=$1 v=${VERSION%%-*} pkg="k8s.io/component-base/version" cgo="k8s.io/client-go/pkg/version"
   local major=${v#v}; major=${major%%.*}
   local minor=${v#v"$major".}; minor=${minor%%.*}
   local ld="-s -w" p
