@@ -14,7 +14,7 @@ const helmReleaseType = "kubernetes:helm.sh/v3:Release"
 // HelmRelease is the Kubernetes provider's Helm release (kubernetes:helm.sh/v3:Release),
 // declared here with the fields this program sets. The SDK's helm/v3 package declares the
 // same resource, but it also holds the v3 Chart component, which imports every API group
-// of the Kubernetes SDK: 58 packages of generated Go that the program never uses, and
+// of the Kubernetes SDK: 59 packages of generated Go that the program never uses, and
 // most of its compile time (measured in the README). The inputs the engine receives are
 // the SDK's: the same type token, property names, `compat` flag and provider version.
 type HelmRelease struct {
@@ -46,7 +46,7 @@ func NewHelmRelease(ctx *pulumi.Context, name string, args *HelmReleaseArgs, opt
 	}
 	props := pulumi.Map{
 		"chart": args.Chart,
-		// Every SDK sends compat "true", a constant of the provider's schema: the state of
+		// The Go SDK sends compat "true", a constant of the provider's schema: the state of
 		// existing stacks holds it, so leaving it out would show every release as changed.
 		"compat": pulumi.String("true"),
 	}

@@ -120,49 +120,55 @@ controllers_hash() {
   } | sha256sum | cut -c1-12
 }
 
-# Per group: cache name, version, binaries.
+# Per group: cache name, version (what the binaries report), tag (what else tells two
+# builds of one version apart: hashes of the module graph or source), the cache
+# directory's name KEY, and the binaries.
 group_info() {
+  TAG=
   case $1 in
     kube)
-      NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes)-$(modhash "$TOOLS/kube")
+      NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes); TAG=$(modhash "$TOOLS/kube")
       BINS=(kube-apiserver kube-controller-manager kube-scheduler) ;;
     etcd)
       NAME=etcd; BINS=(etcd)
       if [[ ${RAILGRID_ETCD_FROM:-apt} == source ]]; then
-        VERSION=$(modver "$TOOLS/etcd" go.etcd.io/etcd/server/v3)-$(modhash "$TOOLS/etcd")
+        VERSION=$(modver "$TOOLS/etcd" go.etcd.io/etcd/server/v3); TAG=$(modhash "$TOOLS/etcd")
       else
         VERSION=apt
       fi ;;
     actionlint) NAME=actionlint; VERSION=$ACTIONLINT_VERSION; BINS=(actionlint) ;;
     kwok|kcp-operator|cert-manager|envoy-gateway)
       NAME=controllers
-      # The operator's pin plus a hash of the module graph and the upstream sources, so
+      # The operator's pin; the tag hashes the module graph and the upstream sources, so
       # that a changed go.sum or source tree gets a cache directory of its own.
-      VERSION=$KCP_OPERATOR_VERSION-$(controllers_hash)
+      VERSION=$KCP_OPERATOR_VERSION; TAG=$(controllers_hash)
       BINS=(kwok kcp-operator cert-manager-controller envoy-gateway) ;;
     pulumi)
-      NAME=pulumi; VERSION=$(modver "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3)-$(modhash "$TOOLS/pulumi")
+      NAME=pulumi; VERSION=$(modver "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3); TAG=$(modhash "$TOOLS/pulumi")
       BINS=(pulumi) ;;
     provider)
       NAME=pulumi-resource-kubernetes
-      # Served version plus the commit of the provider module's pseudo-version.
+      # The served version; the tag is the commit of the provider module's
+      # pseudo-version and the module graph's hash.
       VERSION=$(modver "$TOOLS/provider" github.com/pulumi/pulumi-kubernetes/provider/v4)
-      VERSION=v$PROVIDER_SERVE_VERSION-${VERSION##*-}-$(modhash "$TOOLS/provider")
+      TAG=${VERSION##*-}-$(modhash "$TOOLS/provider")
+      VERSION=v$PROVIDER_SERVE_VERSION
       BINS=(pulumi-resource-kubernetes) ;;
     etcdtools)
-      NAME=etcdtools; VERSION=$(modver "$TOOLS/etcdtools" go.etcd.io/etcd/etcdctl/v3)-$(modhash "$TOOLS/etcdtools")
+      NAME=etcdtools; VERSION=$(modver "$TOOLS/etcdtools" go.etcd.io/etcd/etcdctl/v3); TAG=$(modhash "$TOOLS/etcdtools")
       BINS=(etcd etcdctl etcdutl) ;;
     fakegcs) NAME=fake-gcs-server; VERSION=$FAKEGCS_VERSION; BINS=(fake-gcs-server) ;;
     langhost)
       NAME=pulumi-language-go
       [[ -f $LANGHOST_SRC/go.mod ]] || die "langhost: no Go language host source in $LANGHOST_SRC (set RAILGRID_LANGHOST_SRC)"
-      VERSION=$(modver "$LANGHOST_SRC" github.com/pulumi/pulumi/sdk/v3)-$(source_hash "$LANGHOST_SRC")
+      VERSION=$(modver "$LANGHOST_SRC" github.com/pulumi/pulumi/sdk/v3); TAG=$(source_hash "$LANGHOST_SRC")
       BINS=(pulumi-language-go) ;;
     helm)
-      NAME=helm; VERSION=$(modver "$TOOLS/provider" helm.sh/helm/v3)-provider-$(modhash "$TOOLS/provider")
+      NAME=helm; VERSION=$(modver "$TOOLS/provider" helm.sh/helm/v3); TAG=provider-$(modhash "$TOOLS/provider")
       BINS=(helm) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
+  KEY=$NAME-$VERSION${TAG:+-$TAG}
 }
 
 # bindir GROUP: where GROUP's binaries live.
@@ -172,7 +178,7 @@ bindir() {
     local etcd
     if etcd=$(command -v etcd); then dirname "$etcd"; else echo /usr/bin; fi
   else
-    printf '%s\n' "$CACHE/$NAME-$VERSION"
+    printf '%s\n' "$CACHE/$KEY"
   fi
 }
 
@@ -186,7 +192,7 @@ GOBUILD=(go build -trimpath -buildvcs=false)
 
 # Each builder writes the binaries into $1, a fresh staging directory.
 build_kube() {
-  local out=$1 v=${VERSION%%-*} pkg="k8s.io/component-base/version" cgo="k8s.io/client-go/pkg/version"
+  local out=$1 v=$VERSION pkg="k8s.io/component-base/version" cgo="k8s.io/client-go/pkg/version"
   local major=${v#v}; major=${major%%.*}
   local minor=${v#v"$major".}; minor=${minor%%.*}
   local ld="-s -w" p
@@ -221,7 +227,7 @@ build_etcdtools() {
 # module's, as a release build sets it.
 build_helm() {
   (cd "$TOOLS/provider" && CGO_ENABLED=0 "${GOBUILD[@]}" \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${VERSION%%-*}" -o "$1/helm" helm.sh/helm/v3/cmd/helm)
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$VERSION" -o "$1/helm" helm.sh/helm/v3/cmd/helm)
 }
 
 # The four controllers in one go build of tools/controllers, copied to a scratch directory
@@ -254,13 +260,13 @@ build_controllers() {
 }
 
 build_pulumi() {
-  local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=${VERSION%%-*}"
+  local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$VERSION"
   (cd "$TOOLS/pulumi" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$1/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
 }
 
 # The language host reports the SDK version it was built against, as a release does.
 build_langhost() {
-  local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=${VERSION%%-*}"
+  local ld="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$VERSION"
   (cd "$LANGHOST_SRC" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$1/pulumi-language-go" .)
 }
 
@@ -302,7 +308,7 @@ build_group() {
     log "etcd: $(command -v etcd) ($((SECONDS - start))s)"
     return
   fi
-  dir="$CACHE/$NAME-$VERSION"
+  dir="$CACHE/$KEY"
   if have_all "$dir" "${BINS[@]}"; then
     log "$g: cached in $dir"
     return
@@ -310,7 +316,7 @@ build_group() {
   mkdir -p "$CACHE"
   # Serialise concurrent builds of the same group.
   if command -v flock >/dev/null; then
-    exec {lockfd}>"$CACHE/.$NAME-$VERSION.lock"
+    exec {lockfd}>"$CACHE/.$KEY.lock"
     flock "$lockfd"
     if have_all "$dir" "${BINS[@]}"; then
       log "$g: cached in $dir"
@@ -319,8 +325,8 @@ build_group() {
     fi
   fi
   start=$SECONDS
-  log "$g: building $NAME $VERSION (${BINS[*]})"
-  stage=$(mktemp -d "$CACHE/.$NAME-$VERSION.XXXXXX")
+  log "$g: building $KEY (${BINS[*]})"
+  stage=$(mktemp -d "$CACHE/.$KEY.XXXXXX")
   TMPDIRS+=("$stage")
   case $g in
     etcd) build_etcd_source "$stage" ;;
@@ -400,7 +406,7 @@ main() {
   if [[ $cmd == list ]]; then
     for g in "${GROUPS_SEL[@]}"; do
       group_info "$g"
-      printf '%-13s %-40s %s\n' "$g" "$NAME-$VERSION" "${BINS[*]}"
+      printf '%-13s %-40s %s\n' "$g" "$KEY" "${BINS[*]}"
     done
     return
   fi
