@@ -28,7 +28,8 @@
 #   actionlint  actionlint (go install at an exact version)
 #   kwok        kwok (see kcp-operator below)
 #   pulumi      pulumi CLI (tools/pulumi)
-#   provider    pulumi-resource-kubernetes (tools/provider; needs ~5 GB of memory)
+#   provider    pulumi-resource-kubernetes (tools/provider; needs ~5 GB of memory; its
+#               Kubernetes libraries are pinned to the program's and kube's versions)
 #   etcdtools   etcd, etcdctl, etcdutl at the etcd image's version (tools/etcdtools),
 #               for the snapshot and restore-drill run
 #   fakegcs     fake-gcs-server, a GCS emulator (go install at an exact version)
