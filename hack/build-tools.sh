@@ -18,7 +18,8 @@
 #
 # Groups, in the order `all` builds them (cold times: README, "The two commands that
 # matter"). Every group's cache directory names its version and a hash of its module's
-# go.mod and go.sum, so a moved dependency rebuilds it. Tools are built without cgo.
+# go.mod and go.sum, so a moved dependency rebuilds it, and a hash of the build flags
+# (hack/goflags.sh: no cgo, no inlining), which the tests share.
 #   kube        kube-apiserver, kube-controller-manager, kube-scheduler (tools/kube; its
 #               shared libraries are pinned to the program's versions, so the program's
 #               tests and the control plane share their compile)
@@ -63,6 +64,10 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/tools"
+# The flags the tests compile with (hack/goflags.sh), so that they share this compile.
+# A command that sets GOFLAGS itself (-mod=readonly) still gets them from GO_FLAGS.
+. "$ROOT/hack/goflags.sh"
+read -ra GO_FLAGS <<<"$GOFLAGS"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
 ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm)
 THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
@@ -169,7 +174,8 @@ group_info() {
       BINS=(helm) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
-  KEY=$NAME-$VERSION${TAG:+-$TAG}
+  # The build flags are part of the key: a binary built with other flags is another build.
+  KEY=$NAME-$VERSION${TAG:+-$TAG}-f$(printf '%s %s' "$GOFLAGS" "$CGO_ENABLED" | sha256sum | cut -c1-6)
 }
 
 # bindir GROUP: where GROUP's binaries live.
@@ -189,7 +195,7 @@ have_all() {
   for b in "$@"; do [[ -x $dir/$b ]] || return 1; done
 }
 
-GOBUILD=(go build -trimpath -buildvcs=false)
+GOBUILD=(go build "${GO_FLAGS[@]}" -buildvcs=false)
 
 # Each builder writes the binaries into $1, a fresh staging directory.
 build_kube() {
@@ -210,7 +216,7 @@ build_etcd_source() {
 }
 
 go_install() { # out module/pkg@version
-  GOBIN=$1 CGO_ENABLED=0 go install -trimpath -buildvcs=false -ldflags "-s -w" "$2"
+  GOBIN=$1 CGO_ENABLED=0 go install "${GO_FLAGS[@]}" -buildvcs=false -ldflags "-s -w" "$2"
 }
 build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
 build_fakegcs() { go_install "$1" "github.com/fsouza/fake-gcs-server@$VERSION"; }

@@ -18,7 +18,7 @@ eval "$("$ROOT/hack/build-tools.sh" env kube etcd)"
 command -v kube-apiserver >/dev/null || { echo "conformance: kube-apiserver not found after build" >&2; exit 1; }
 command -v etcd >/dev/null || { echo "conformance: etcd not found after build" >&2; exit 1; }
 
-# As .ci/run compiles: -trimpath and no cgo, so the test reuses the libraries compiled
-# for the tools and the language host (see .ci/run).
-export GOFLAGS="-trimpath ${GOFLAGS:-}" CGO_ENABLED=0
+# As .ci/run compiles (hack/goflags.sh), so the test reuses the libraries compiled for
+# the tools and the language host.
+. "$ROOT/hack/goflags.sh"
 exec go test ./tests/conformance/ -count=1 -v -timeout 30m "$@"

@@ -25,7 +25,7 @@ for bin in kube-apiserver kube-controller-manager kube-scheduler etcd kwok pulum
   command -v "$bin" >/dev/null || { echo "e2e: $bin not found after build" >&2; exit 1; }
 done
 
-# As .ci/run compiles: -trimpath and no cgo, so the test reuses the libraries compiled
-# for the tools and the language host (see .ci/run).
-export GOFLAGS="-trimpath ${GOFLAGS:-}" CGO_ENABLED=0
+# As .ci/run compiles (hack/goflags.sh), so the test reuses the libraries compiled for
+# the tools and the language host.
+. "$ROOT/hack/goflags.sh"
 exec go test ./tests/e2e/ -count=1 -v -timeout 45m "$@"

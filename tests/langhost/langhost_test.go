@@ -125,8 +125,9 @@ func newWorkspace(t *testing.T) *workspace {
 		"PULUMI_SKIP_CONFIRMATIONS=true",
 		// Enables --event-log, as the Automation API does.
 		"PULUMI_DEBUG_COMMANDS=true",
-		// The language host's `go build` of main.go must not change go.mod or go.sum.
-		"GOFLAGS=-mod=readonly",
+		// The language host's `go build` of main.go must not change go.mod or go.sum; the
+		// test's own flags (hack/goflags.sh) stay, so that build reuses the test's compile.
+		"GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -mod=readonly"),
 	)
 	for _, d := range []string{filepath.Join(base, "state"), filepath.Join(base, "pulumi-home")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
