@@ -51,6 +51,7 @@ type e2eStack struct {
 	dir      string // workspace: Pulumi.yaml and Pulumi.e2e.yaml
 	stateDir string // the file:// backend
 	cfgFile  string
+	tmpDir   string // TMPDIR of the CLI and its plugins
 	stack    auto.Stack
 	cli      *pulumiCLI
 }
@@ -62,7 +63,12 @@ type e2eStack struct {
 func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, bins binaries, chartDir string) *e2eStack {
 	t.Helper()
 	s := &e2eStack{t: t, dir: filepath.Join(base, "workspace"), stateDir: filepath.Join(base, "state")}
-	for _, d := range []string{s.dir, filepath.Join(base, "state"), filepath.Join(base, "pulumi-home")} {
+	// The Kubernetes provider writes a copy of its kubeconfig, client key included, to
+	// $TMPDIR on every run and never removes it (pulumi-kubernetes provider/pkg/provider,
+	// writeKubeconfigToFile): kept under base, the test's cleanup removes those copies.
+	tmp := filepath.Join(base, "tmp")
+	s.tmpDir = tmp
+	for _, d := range []string{s.dir, filepath.Join(base, "state"), filepath.Join(base, "pulumi-home"), tmp} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -100,6 +106,7 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
 		"PULUMI_SKIP_CONFIRMATIONS":                   "true",
 		"KUBECONFIG":                                  c.kubeconfig,
+		"TMPDIR":                                      tmp,
 		"HELM_CACHE_HOME":                             filepath.Join(base, "helm", "cache"),
 		"HELM_CONFIG_HOME":                            filepath.Join(base, "helm", "config"),
 		"HELM_DATA_HOME":                              filepath.Join(base, "helm", "data"),
