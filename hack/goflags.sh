@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # How the tests and the tools they run are compiled. Sourced, never run:
-#   (. hack/goflags.sh && go test -vet=all -timeout 50m ./...)
+#   (. hack/goflags.sh && go vet ./... && go test -vet=off -timeout 50m ./tests/e2e/ ./...)
 # by the README's test command, .ci/run, hack/build-tools.sh, hack/e2e.sh and
 # hack/conformance.sh. Go reuses a compiled package only when it was compiled with the
 # same flags, so the tests, the tools and the language host's build of main.go share one
