@@ -217,9 +217,9 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		// to the hub's credential.
 		t.Logf("first up (empty stack to hub Secret): %s in %s", changeCounts(summaryOf(res.Summary)), time.Since(start).Round(time.Second))
 		checkOrder(t, p, log)
-		// README, "What stays unproven": the provider leaves copies of its kubeconfig in
-		// $TMPDIR. This finds them where the test put TMPDIR, so none reached the
-		// machine's temporary directory, and fails if the provider stops writing them.
+		// README, "State backend and secrets provider": the provider leaves copies of its
+		// kubeconfig in $TMPDIR. This finds them in the TMPDIR the test gave the CLI (so
+		// they go with the test's cleanup), and fails if the provider stops writing them.
 		copies, _ := filepath.Glob(filepath.Join(s.tmpDir, "kubeconfig*"))
 		if len(copies) == 0 {
 			t.Errorf("no kubeconfig copy of the provider in the CLI's TMPDIR %s: the README's note on them is out of date", s.tmpDir)
