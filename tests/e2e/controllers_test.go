@@ -81,7 +81,9 @@ type liftRecord struct {
 	At     time.Time
 }
 
-func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binaries, dir string) *controllers {
+// With externalApprover, cert-manager runs without its own CertificateRequest approver
+// and the test's requestApprover approves in its place.
+func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binaries, dir string, externalApprover bool) *controllers {
 	t.Helper()
 	ctl := &controllers{c: c, dir: dir}
 	// Its health endpoint has no flag; the config file keeps it on loopback.
@@ -90,16 +92,19 @@ func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binari
 		"kind: ControllerConfiguration\nhealthzListenAddress: "+testenv.Loopback+":0\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctl.certManager = testenv.StartProcess(t, "cert-manager-controller", bins.certManager, filepath.Join(dir, "cert-manager.log"),
-		"--config="+cmConfig,
-		"--kubeconfig="+c.kubeconfig,
+	args := []string{"--config=" + cmConfig,
+		"--kubeconfig=" + c.kubeconfig,
 		"--leader-elect=false",
 		"--namespace=",
-		"--cluster-resource-namespace="+certManagerNamespace,
-		"--metrics-listen-address="+testenv.Loopback+":0",
+		"--cluster-resource-namespace=" + certManagerNamespace,
+		"--metrics-listen-address=" + testenv.Loopback + ":0",
 		"--enable-profiling=false",
 		"--v=2",
-	)
+	}
+	if externalApprover {
+		args = append(args, "--controllers=*,-certificaterequests-approver")
+	}
+	ctl.certManager = testenv.StartProcess(t, "cert-manager-controller", bins.certManager, filepath.Join(dir, "cert-manager.log"), args...)
 	c.procs = append(c.procs, ctl.certManager)
 
 	octx, cancel := context.WithCancel(ctx)

@@ -77,15 +77,23 @@ type sources struct{ root, crds, thirdparty string }
 
 // env is one cluster with the stack, the real controllers and the volume binder.
 type env struct {
-	c       *cluster
-	stack   *e2eStack
-	plan    rendered
-	ctl     *controllers
-	eg      *envoyGateway
-	volumes *volumeBinder
+	c        *cluster
+	stack    *e2eStack
+	plan     rendered
+	ctl      *controllers
+	eg       *envoyGateway
+	volumes  *volumeBinder
+	approver *requestApprover // nil unless envOptions.externalApprover
 }
 
-func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources) *env {
+// envOptions are what a run changes in its cluster.
+type envOptions struct {
+	// externalApprover runs cert-manager without its own approver and the test's
+	// requestApprover in its place, so the run can hold one Certificate's issuance.
+	externalApprover bool
+}
+
+func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources, opts envOptions) *env {
 	t.Helper()
 	base := t.TempDir()
 	if os.Getenv(envKeep) == "1" {
@@ -113,14 +121,17 @@ func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources) *env 
 	prepareCluster(t, ctx, c, crds, p.kinds())
 	e := &env{c: c, plan: p}
 	e.volumes = startVolumeBinder(t, ctx, c)
-	e.ctl = startControllers(t, ctx, c, bins, filepath.Join(base, "cluster"))
+	if opts.externalApprover {
+		e.approver = startRequestApprover(t, ctx, c)
+	}
+	e.ctl = startControllers(t, ctx, c, bins, filepath.Join(base, "cluster"), opts.externalApprover)
 	e.eg = startEnvoyGateway(t, ctx, c, root, filepath.Join(base, "envoy-gateway"))
 	e.stack = newStack(t, ctx, root, base, c, bins, chartDir)
 	return e
 }
 
 func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
-	e := newEnv(t, ctx, bins, src)
+	e := newEnv(t, ctx, bins, src, envOptions{})
 	s, p, root := e.stack, e.plan, src.root
 
 	// 0. The CLI accepts the repository's Pulumi.yaml with the kind stack's config.

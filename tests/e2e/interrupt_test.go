@@ -22,7 +22,7 @@ import (
 // cert-manager before it creates root-kcp, and kwok makes kcp pods Ready only after a
 // delay (kwokStages).
 func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
-	e := newEnv(t, ctx, bins, src)
+	e := newEnv(t, ctx, bins, src, envOptions{})
 	s, p, root := e.stack, e.plan, src.root
 	if missing, err := missingProjectConfig(filepath.Join(root, "Pulumi.yaml"), s.cfgFile); err != nil || len(missing) > 0 {
 		// Reported by lifecycle/0-cli-accepts-project-config.

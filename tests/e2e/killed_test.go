@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -84,7 +85,7 @@ func (s *e2eStack) locks() []string {
 // --clear-pending-creates` if creates were left pending, and starts the next up: the
 // README's three commands, and nothing else.
 func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
-	e := newEnv(t, ctx, bins, src)
+	e := newEnv(t, ctx, bins, src, envOptions{externalApprover: true})
 	s, p := e.stack, e.plan
 	if missing, err := missingProjectConfig(filepath.Join(src.root, "Pulumi.yaml"), s.cfgFile); err != nil || len(missing) > 0 {
 		if err := s.dropProjectConfig(missing); err != nil {
@@ -94,6 +95,9 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	routes := []string{p.urnOf("TLSRoute", "kcp-root"), p.urnOf("TLSRoute", "kcp-alpha"), p.urnOf("TLSRoute", "kcp-frontproxy")}
 	etcds := []string{p.urnOf("StatefulSet", "etcd-root"), p.urnOf("StatefulSet", "etcd-alpha")}
 	kubeconfig := p.urnOf("Kubeconfig", components.KubeconfigName)
+	// The operator's Certificate for the Kubeconfig (kcp-operator sdk/apis/operator/
+	// v1alpha1 kubeconfig_types.go: "kubeconfig-cert-%s").
+	kubeconfigCert := "kubeconfig-cert-" + components.KubeconfigName
 	release := p.releaseURN()
 	for _, u := range append(append(append([]string{}, routes...), etcds...), kubeconfig, release) {
 		if u == "" {
@@ -157,10 +161,11 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			}
 		},
 	}, {
-		// The root shard's route waits for the RootShard to be Available, which waits for
-		// etcd; the Kubeconfig waits for the front proxy, which starts after the RootShard
-		// and becomes Available seconds later (its pods' readiness delay): so the route's
-		// create starts, and this kill lands, before the Kubeconfig's create finishes.
+		// The routes wait for the Gateway, which waits for every kcp server to be
+		// Available; the Kubeconfig waits only for the front proxy. Which finishes first
+		// was a race (lost once: the shard became Available as the Kubeconfig did), so
+		// the test holds the Kubeconfig's certificate (requestApprover) from this up
+		// until kill 3 has landed: its create cannot finish before either kill.
 		name:      "2-while-the-edge-routes-are-created",
 		arm:       func(st map[string]*step) bool { return started(st, routes[0]) },
 		inCluster: exists(tlsRouteGVR, components.NamespaceKcp, "kcp-root"),
@@ -198,6 +203,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		ok := t.Run(kp.name, func(t *testing.T) {
 			if i == 2 {
 				e.volumes.paused.Store(false) // kill 1 has landed: etcd may finish now
+				e.approver.hold(kubeconfigCert)
 			}
 			uctx, cancel := context.WithTimeout(ctx, upTimeout)
 			defer cancel()
@@ -226,6 +232,9 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 						at := log.steps()
 						mu.Unlock()
 						what := s.cli.killUp()
+						if i == 3 {
+							e.approver.release() // kill 3 has landed: the Kubeconfig may finish now
+						}
 						kp.landed(t, at)
 						killed <- what
 					}()
@@ -329,6 +338,13 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			t.Fatalf("the operator's kubeconfig Secret: %v", err)
 		}
 		checkHubSecret(t, ctx, e, p, cred)
+		// cert-manager ran without its own approver: the hub credential was issued on
+		// the test's approval, given once kill 3 had landed.
+		approved := e.approver.approvedRequests()
+		if !slices.ContainsFunc(approved, func(r string) bool { return strings.HasPrefix(r, components.NamespaceKcp+"/"+kubeconfigCert+"-") }) {
+			t.Errorf("no request of %s was approved by the test's approver; it approved %v", kubeconfigCert, approved)
+		}
+		t.Logf("the test's approver approved %d certificate requests", len(approved))
 		checkNoChanges(t, ctx, s, "post-kill")
 	})
 }
