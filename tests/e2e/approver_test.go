@@ -34,22 +34,11 @@ type requestApprover struct {
 
 func startRequestApprover(t *testing.T, ctx context.Context, c *cluster) *requestApprover {
 	a := &requestApprover{}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			if err := a.sync(ctx, c); err != nil && ctx.Err() == nil {
-				t.Logf("request approver: %v", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
+	t.Cleanup(poll(ctx, 100*time.Millisecond, func(ctx context.Context) {
+		if err := a.sync(ctx, c); err != nil && ctx.Err() == nil {
+			t.Logf("request approver: %v", err)
 		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	}))
 	return a
 }
 

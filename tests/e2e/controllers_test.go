@@ -310,39 +310,30 @@ func (ctl *controllers) shardCleanupFailure(since time.Time) string {
 // if the finalizers changed meanwhile. Any other finalizer, and any other stuck
 // deletion, is left alone, so destroy fails on it.
 func (ctl *controllers) liftShardFinalizers(ctx context.Context) func() []liftRecord {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			list, err := ctl.c.dyn.Resource(shardGVR).Namespace("").List(ctx, metav1.ListOptions{})
-			if err == nil {
-				for _, sh := range list.Items {
-					if sh.GetDeletionTimestamp() == nil || !slices.Equal(sh.GetFinalizers(), []string{shardFinalizer}) {
-						continue
-					}
-					report := ctl.shardCleanupFailure(sh.GetDeletionTimestamp().Time)
-					if report == "" {
-						continue
-					}
-					patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers","value":[%q]},{"op":"remove","path":"/metadata/finalizers"}]`, shardFinalizer)
-					_, err := ctl.c.dyn.Resource(shardGVR).Namespace(sh.GetNamespace()).Patch(ctx, sh.GetName(), types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager})
-					if err == nil {
-						ctl.mu.Lock()
-						ctl.lifted = append(ctl.lifted, liftRecord{Shard: sh.GetNamespace() + "/" + sh.GetName(), Report: report, At: time.Now()})
-						ctl.mu.Unlock()
-					}
-				}
+	stop := poll(ctx, 250*time.Millisecond, func(ctx context.Context) {
+		list, err := ctl.c.dyn.Resource(shardGVR).Namespace("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return
+		}
+		for _, sh := range list.Items {
+			if sh.GetDeletionTimestamp() == nil || !slices.Equal(sh.GetFinalizers(), []string{shardFinalizer}) {
+				continue
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
+			report := ctl.shardCleanupFailure(sh.GetDeletionTimestamp().Time)
+			if report == "" {
+				continue
+			}
+			patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/finalizers","value":[%q]},{"op":"remove","path":"/metadata/finalizers"}]`, shardFinalizer)
+			_, err := ctl.c.dyn.Resource(shardGVR).Namespace(sh.GetNamespace()).Patch(ctx, sh.GetName(), types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: fieldManager})
+			if err == nil {
+				ctl.mu.Lock()
+				ctl.lifted = append(ctl.lifted, liftRecord{Shard: sh.GetNamespace() + "/" + sh.GetName(), Report: report, At: time.Now()})
+				ctl.mu.Unlock()
 			}
 		}
-	}()
+	})
 	return func() []liftRecord {
-		cancel()
-		<-done
+		stop()
 		ctl.mu.Lock()
 		defer ctl.mu.Unlock()
 		return append([]liftRecord(nil), ctl.lifted...)

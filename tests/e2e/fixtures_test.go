@@ -214,25 +214,35 @@ type volumeBinder struct {
 
 func startVolumeBinder(t *testing.T, ctx context.Context, c *cluster) *volumeBinder {
 	b := &volumeBinder{}
+	t.Cleanup(poll(ctx, 300*time.Millisecond, func(ctx context.Context) {
+		if b.paused.Load() {
+			return // nothing is bound while paused
+		}
+		if err := b.sync(ctx, c); err != nil && ctx.Err() == nil {
+			t.Logf("volume binder: %v", err)
+		}
+	}))
+	return b
+}
+
+// poll calls step every interval, in a goroutine of its own, until ctx ends or stop is
+// called. stop waits for a step in progress to return; calling it again does nothing.
+// The parts of the cluster the test plays itself (volume binder, request approver) and
+// its watchers (finalizer lifter, upgrade order) run on it.
+func poll(ctx context.Context, every time.Duration, step func(ctx context.Context)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			if b.paused.Load() {
-				// Nothing is bound while paused.
-			} else if err := b.sync(ctx, c); err != nil && ctx.Err() == nil {
-				t.Logf("volume binder: %v", err)
-			}
+		for ctx.Err() == nil {
+			step(ctx)
 			select {
 			case <-ctx.Done():
-				return
-			case <-time.After(300 * time.Millisecond):
+			case <-time.After(every):
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return b
+	return func() { cancel(); <-done }
 }
 
 func (b *volumeBinder) sync(ctx context.Context, c *cluster) error {

@@ -22,38 +22,29 @@ type upgradeOrder struct {
 }
 
 func watchUpgradeOrder(ctx context.Context, c *cluster, version string) (stop func() *upgradeOrder) {
-	ctx, cancel := context.WithCancel(ctx)
 	o := &upgradeOrder{}
-	done := make(chan struct{})
 	want := "ghcr.io/kcp-dev/kcp:" + version
-	carries := func(gvr schema.GroupVersionResource, name string) bool {
+	carries := func(ctx context.Context, gvr schema.GroupVersionResource, name string) bool {
 		obj, err := c.dyn.Resource(gvr).Namespace(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && imageOf(obj.Object, "spec", "image") == want
 	}
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			now := time.Now()
-			d, err := c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, components.RootShardDeployment(config.RootShardName), metav1.GetOptions{})
-			rootReady := err == nil && d.Spec.Template.Spec.Containers[0].Image == want && deploymentReady(d.Generation, d.Status, d.Spec.Replicas)
-			shard, proxy := carries(shardGVR, "alpha"), carries(frontProxyGVR, components.FrontProxyName)
-			o.mu.Lock()
-			for _, x := range []struct {
-				ok bool
-				at *time.Time
-			}{{rootReady, &o.rootReady}, {shard, &o.shard}, {proxy, &o.proxy}} {
-				if x.ok && x.at.IsZero() {
-					*x.at = now
-				}
-			}
-			o.mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+	stopPolling := poll(ctx, 100*time.Millisecond, func(ctx context.Context) {
+		now := time.Now()
+		d, err := c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, components.RootShardDeployment(config.RootShardName), metav1.GetOptions{})
+		rootReady := err == nil && d.Spec.Template.Spec.Containers[0].Image == want && deploymentReady(d.Generation, d.Status, d.Spec.Replicas)
+		shard, proxy := carries(ctx, shardGVR, "alpha"), carries(ctx, frontProxyGVR, components.FrontProxyName)
+		o.mu.Lock()
+		for _, x := range []struct {
+			ok bool
+			at *time.Time
+		}{{rootReady, &o.rootReady}, {shard, &o.shard}, {proxy, &o.proxy}} {
+			if x.ok && x.at.IsZero() {
+				*x.at = now
 			}
 		}
-	}()
-	return func() *upgradeOrder { cancel(); <-done; return o }
+		o.mu.Unlock()
+	})
+	return func() *upgradeOrder { stopPolling(); return o }
 }
 
 // report logs the order the cluster saw. It is an observation, not an assertion: the
