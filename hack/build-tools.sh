@@ -46,6 +46,10 @@
 #               tools/controllers: one module graph, so the Kubernetes libraries, the
 #               controller-runtime and gRPC they all use compile once, not four times.
 #               Building any of the four builds all of them into one cache directory.
+#   kcp         kcp and kcp-front-proxy, the servers behind the kcp-operator's pods, built
+#               from the kcp source in ../shared/thirdparty/kcp (read-only, -mod=readonly);
+#               its version is the source's `git describe` pin plus a hash of that source.
+#               It shares no compiled package with the other tools (kcp's Kubernetes fork)
 #   helm        the Helm CLI, built in tools/provider's module graph, so it is the Helm
 #               library the provider uses and shares the provider's compiled packages:
 #               tests/e2e renders the Envoy Gateway chart's ServiceAccount and RBAC with it
@@ -69,7 +73,7 @@ TOOLS="$ROOT/tools"
 . "$ROOT/hack/goflags.sh"
 read -ra GO_FLAGS <<<"$GOFLAGS"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm)
+ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp)
 THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
@@ -78,6 +82,9 @@ FAKEGCS_VERSION=v1.56.1
 # The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
 # (its README); the source carries no version of its own, so the pin lives here.
 KCP_OPERATOR_VERSION=406169b
+# The kcp source in $THIRDPARTY is commit dac74f5 of kcp-dev/kcp, `git describe`
+# v0.32.0-162 (its README); the source has no version file, so the pin lives here.
+KCP_VERSION=v0.32.0-162-gdac74f5
 # The upstream folders tools/controllers builds from (its go.mod's replace lines).
 CONTROLLERS_THIRDPARTY=(cert-manager-controller kcp-apimachinery kcp-client-go kcp-operator
   kcp-sdk logicalcluster multicluster-runtime reconciler)
@@ -126,6 +133,12 @@ controllers_hash() {
   } | sha256sum | cut -c1-12
 }
 
+# kcp_hash: the first 12 hex digits of a hash over the kcp source and the embeddedetcd
+# source its go.mod replaces.
+kcp_hash() {
+  { source_hash "$THIRDPARTY/kcp"; source_hash "$THIRDPARTY/kcp-embeddedetcd"; } | sha256sum | cut -c1-12
+}
+
 # Per group: cache name, version (what the binaries report), tag (what else tells two
 # builds of one version apart: hashes of the module graph or source), the cache
 # directory's name KEY, and the binaries.
@@ -169,6 +182,11 @@ group_info() {
       [[ -f $LANGHOST_SRC/go.mod ]] || die "langhost: no Go language host source in $LANGHOST_SRC (set RAILGRID_LANGHOST_SRC)"
       VERSION=$(modver "$LANGHOST_SRC" github.com/pulumi/pulumi/sdk/v3); TAG=$(source_hash "$LANGHOST_SRC")
       BINS=(pulumi-language-go) ;;
+    kcp)
+      NAME=kcp
+      [[ -f $THIRDPARTY/kcp/go.mod ]] || die "kcp: no kcp source in $THIRDPARTY/kcp (set RAILGRID_THIRDPARTY_DIR)"
+      VERSION=$KCP_VERSION; TAG=$(kcp_hash)
+      BINS=(kcp kcp-front-proxy) ;;
     helm)
       NAME=helm; VERSION=$(modver "$TOOLS/provider" helm.sh/helm/v3); TAG=provider-$(modhash "$TOOLS/provider")
       BINS=(helm) ;;
@@ -264,6 +282,20 @@ build_controllers() {
   mv "$out/controller-binary" "$out/cert-manager-controller"
   mv "$out/operator" "$out/kcp-operator"
   rm -rf "$scratch"
+}
+
+# kcp's servers from the read-only upstream tree, stamped as kcp's Makefile stamps a
+# release: the Kubernetes version of its fork, "+kcp-", and kcp's own version.
+build_kcp() {
+  local kube p ld="-s -w"
+  kube=$(modver "$THIRDPARTY/kcp" k8s.io/kubernetes)
+  local major=${kube#v}; major=${major%%.*}
+  local minor=${kube#v"$major".}; minor=${minor%%.*}
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$kube+kcp-$VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  (cd "$THIRDPARTY/kcp" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$1/" \
+    ./cmd/kcp ./cmd/kcp-front-proxy)
 }
 
 build_pulumi() {
@@ -364,6 +396,7 @@ check_group() {
       pulumi) out=$(PULUMI_SKIP_UPDATE_CHECK=true "$dir/$b" version) ;;
       pulumi-language-go) out=$("$dir/$b" -version) ;;
       kcp-operator|cert-manager-controller) out=$("$dir/$b" --help 2>&1 || true) ;;
+      kcp|kcp-front-proxy) out=$("$dir/$b" --version 2>&1 || true) ;;
       envoy-gateway) out=$("$dir/$b" version) ;;
       helm) out=$("$dir/$b" version --short) ;;
       pulumi-resource-kubernetes)
