@@ -56,14 +56,23 @@ func kcpAuth(cfg *config.Config) *kcpapi.AuthSpec {
 	}
 }
 
-// shardExtraArgs are the kcp flags every shard gets: the cached-resource APIs the
-// infrastructure provider needs, the virtual-workspace URL on the public hostname (never
-// the base URL) and a request timeout that does not cut streaming verbs.
-func shardExtraArgs(cfg *config.Config, hostname string) []string {
+// shardExtraArgs are the kcp flags every shard gets, each defined in kcp's source
+// (kcp-dev/kcp v0.32.0-162, dac74f5; tests/e2e runs them through the real binaries):
+//   - --feature-gates (pkg/server/options/options.go, kcpfeatures.NewFlagValue):
+//     CacheAPIs (pkg/features/kcp_features.go) for the cached-resource APIs the
+//     infrastructure provider publishes its templates through (design document);
+//     WorkspaceMounts (same file) because the Railgrid hub mounts workspaces through the
+//     front proxy: its own external-kcp recipe enables both gates (KCP_FEATURE_GATES);
+//   - --shard-virtual-workspace-url (pkg/server/options/options.go): what
+//     APIExportEndpointSlices advertise, on the public hostname; never the base URL.
+//
+// No request timeout: kcp drops --request-timeout and --min-request-timeout from its
+// flag set (disallowedFlags in pkg/server/options/flags.go), so the long timeout the
+// design asks for is set at the edge (loadBalancer.timeout).
+func shardExtraArgs(hostname string) []string {
 	return []string{
 		"--feature-gates=CacheAPIs=true,WorkspaceMounts=true",
 		"--shard-virtual-workspace-url=" + ShardVirtualWorkspaceURL(hostname),
-		"--request-timeout=" + cfg.Kcp.RequestTimeout,
 	}
 }
 

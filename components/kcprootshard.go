@@ -46,7 +46,7 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 		CommonShardSpec: kcpapi.CommonShardSpec{
 			Image:                kcpImage(cfg),
 			Replicas:             kcpapi.Int32(endpoint.Replicas),
-			ExtraArgs:            shardExtraArgs(cfg, endpoint.Hostname),
+			ExtraArgs:            shardExtraArgs(endpoint.Hostname),
 			CertificateTemplates: serverCertificate(endpoint.Hostname),
 			Auth:                 kcpAuth(cfg),
 			Etcd:                 kcpapi.EtcdConfig{Endpoints: args.Etcd.Endpoints},

@@ -47,7 +47,7 @@ func NewKcpShard(ctx *pulumi.Context, name string, args *KcpShardArgs, opts ...p
 		CommonShardSpec: kcpapi.CommonShardSpec{
 			Image:                kcpImage(cfg),
 			Replicas:             kcpapi.Int32(args.Shard.Replicas),
-			ExtraArgs:            shardExtraArgs(cfg, args.Shard.Hostname),
+			ExtraArgs:            shardExtraArgs(args.Shard.Hostname),
 			CertificateTemplates: serverCertificate(args.Shard.Hostname),
 			Auth:                 kcpAuth(cfg),
 			Etcd:                 kcpapi.EtcdConfig{Endpoints: args.Etcd.Endpoints},

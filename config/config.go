@@ -68,9 +68,10 @@ type Kcp struct {
 	// RetiredShards names shards taken out of Shards whose etcd volumes are kept: it
 	// acknowledges the retirement, and the stack reports where their volumes are.
 	RetiredShards []string `json:"retiredShards,omitempty"`
-	// RequestTimeout is passed to every shard as --request-timeout so that streaming
-	// verbs are not cut at kcp's 60 s default.
-	RequestTimeout string `json:"requestTimeout"`
+	// RequestTimeout is never allowed: kcp refuses --request-timeout, and the long
+	// timeout the design asks for belongs at the edge (loadBalancer.timeout). It exists so
+	// that a stack file that still sets it is refused with that reason, not ignored.
+	RequestTimeout *string `json:"requestTimeout,omitempty"`
 }
 
 // Endpoint is one kcp component reached under a public hostname through an owned

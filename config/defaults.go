@@ -6,7 +6,6 @@ import "reflect"
 // same values; a test keeps the two in step.
 const (
 	DefaultReplicas           = 2
-	DefaultRequestTimeout     = "1h"
 	DefaultEtcdMembers        = 3
 	DefaultEtcdVolumeSize     = "20Gi"
 	DefaultLoadBalancerTimout = "1h"
@@ -55,9 +54,8 @@ func withDefaults(platform Platform) *Config {
 		},
 		Operator: Operator{ChartRepository: OperatorChartRepository},
 		Kcp: Kcp{
-			FrontProxy:     Endpoint{Replicas: DefaultReplicas},
-			RootShard:      Endpoint{Replicas: DefaultReplicas},
-			RequestTimeout: DefaultRequestTimeout,
+			FrontProxy: Endpoint{Replicas: DefaultReplicas},
+			RootShard:  Endpoint{Replicas: DefaultReplicas},
 		},
 		Etcd:         Etcd{Members: DefaultEtcdMembers, VolumeSize: DefaultEtcdVolumeSize},
 		LoadBalancer: LoadBalancer{Timeout: DefaultLoadBalancerTimout},

@@ -97,7 +97,7 @@ var (
 	ruleShardMoved = newRule("shard-moved", "`kcp.rootShard.hostname`, `kcp.rootShard.clusterIP`, `kcp.shards[].hostname`, `kcp.shards[].clusterIP`",
 		"a running shard's hostname or ClusterIP differs from the last up (read as for shard-vanished): the serving certificate, virtual-workspace URL, kubeconfigs and cached DNS answers do not all follow in one up; retire the shard and add one instead")
 	ruleRequestTimeout = newRule("request-timeout", "`kcp.requestTimeout`",
-		"must be a duration of at least 60s: streaming verbs are cut when it ends")
+		"is not configurable: kcp refuses --request-timeout (and --min-request-timeout), so every shard would stop at start with \"unknown flag\"; remove the key and set the long timeout for watches and tunnels at the edge with loadBalancer.timeout")
 	ruleNameCollision = newRule("name-collision", "`kcp.shards[].name`, `hub.namespace`",
 		"a generated name that another object of the same kind already has: Namespaces, Services and StatefulSets (each in its namespace), edge routes, the operator's Deployments and Services")
 

@@ -188,8 +188,8 @@ func (c *Config) validateKcp(errs *Errors) {
 		}
 		retired[name] = true
 	}
-	if d, err := time.ParseDuration(k.RequestTimeout); err != nil || d < minLBTimeout {
-		errs.add(ruleRequestTimeout, "kcp.requestTimeout", k.RequestTimeout)
+	if k.RequestTimeout != nil {
+		errs.add(ruleRequestTimeout, "kcp.requestTimeout", *k.RequestTimeout)
 	}
 }
 

@@ -243,6 +243,12 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// 2b. Envoy Gateway accepted and programmed the kind edge.
 	t.Run("2b-envoy-gateway-programs-the-edge", func(t *testing.T) { checkEdgeProgrammed(t, ctx, e) })
 
+	// 2c. The real kcp binaries accept the command line the operator wrote into every kcp
+	// Deployment, and the gke plan's (kcpflags_test.go).
+	t.Run("2c-kcp-accepts-the-operators-command-lines", func(t *testing.T) {
+		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, components.NamespaceKcp, len(wantKcpServers))
+	})
+
 	// 3. The cluster holds what the offline plan shows.
 	t.Run("3-cluster-matches-offline-plan", func(t *testing.T) {
 		problems, checked, err := comparePlan(ctx, e.c, p.objects)
@@ -285,6 +291,9 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// ingress checks as skipped.
 	t.Run("3b-cmd-verify", func(t *testing.T) { runVerify(t, ctx, e, root) })
 	t.Run("3c-coredns-reads-our-corefile", func(t *testing.T) { checkCoreDNSReadsOurCorefile(t, ctx, e, p, true) })
+	// 3d. The gke plan's kcp objects, applied beside the kind stack's, give command lines
+	// that the real kcp binaries accept too.
+	t.Run("3d-kcp-accepts-the-gke-plans-command-lines", func(t *testing.T) { checkGKEPlanKcpArgs(t, ctx, e.c, bins, root) })
 
 	// 4. The hub Secret holds the kubeconfig the operator wrote from cert-manager's
 	// certificate; the state holds no plaintext of it.
@@ -377,6 +386,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			t.Errorf("the version bump did not update %s", shortURN(urn))
 		}
 		checkImages(t, ctx, e.c, bumpedKcpVersion)
+		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, components.NamespaceKcp, len(wantKcpServers))
 		order.report(t)
 		after := dataHolders(t, ctx, e.c)
 		checkSameObjects(t, before, after)

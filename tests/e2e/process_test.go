@@ -35,6 +35,9 @@ type binaries struct {
 	etcd, kwok, pulumi, provider                        string
 	// The real controllers: kcp-operator and cert-manager's controller.
 	kcpOperator, certManager string
+	// kcpServers are the kcp servers built from the kcp source, by name: kcp and
+	// kcp-front-proxy (kcpflags_test.go runs the operator's command lines through them).
+	kcpServers map[string]string
 }
 
 // findBinaries looks every executable up on PATH. A missing one fails the test: an e2e
@@ -53,9 +56,10 @@ func findBinaries(t *testing.T) binaries {
 		provider:              find("pulumi-resource-kubernetes"),
 		kcpOperator:           find("kcp-operator"),
 		certManager:           find("cert-manager-controller"),
+		kcpServers:            map[string]string{"kcp": find("kcp"), "kcp-front-proxy": find("kcp-front-proxy")},
 	}
 	exe.Require(t, "the e2e test", "Build them and run the test with hack/e2e.sh "+
-		"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager)\")", envSkip)
+		"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager envoy-gateway helm kcp)\")", envSkip)
 	return b
 }
 
