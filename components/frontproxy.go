@@ -17,6 +17,8 @@ type FrontProxyArgs struct {
 	Config    *config.Config
 	RootShard *KcpRootShard
 	Operator  *KcpOperator
+	// RolloutWaits binds the waits of the FrontProxy's updates (kcprollout.go); optional.
+	RolloutWaits pulumi.ResourceOption
 }
 
 // FrontProxy is the FrontProxy object and the owned Service in front of its pods.
@@ -52,7 +54,8 @@ func NewFrontProxy(ctx *pulumi.Context, name string, args *FrontProxyArgs, opts 
 		CertificateTemplates: serverCertificate(endpoint.Hostname),
 	}
 	deps := []pulumi.Resource{args.RootShard.RootShard, args.Operator.Release}
-	obj, err := newKcpObject(ctx, name, kcpapi.KindFrontProxy, f.Name, spec, nil, pulumi.Parent(f), pulumi.DependsOn(deps))
+	obj, err := newKcpObject(ctx, name, kcpapi.KindFrontProxy, f.Name, spec, nil,
+		withOption([]pulumi.ResourceOption{pulumi.Parent(f), pulumi.DependsOn(deps)}, args.RolloutWaits)...)
 	if err != nil {
 		return nil, err
 	}

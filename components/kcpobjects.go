@@ -29,6 +29,14 @@ func newKcpObject(ctx *pulumi.Context, name, kind, objectName string, spec any, 
 	return newUntyped(ctx, name, objectMeta{APIVersion: kcpapi.APIVersion, Kind: kind, Name: objectName, Namespace: NamespaceKcp, Annotations: all}, spec, opts...)
 }
 
+// withOption appends opt to opts unless it is nil.
+func withOption(opts []pulumi.ResourceOption, opt pulumi.ResourceOption) []pulumi.ResourceOption {
+	if opt == nil {
+		return opts
+	}
+	return append(opts, opt)
+}
+
 // kcpImage is the one pinned kcp image every kcp object uses.
 func kcpImage(cfg *config.Config) *kcpapi.ImageSpec {
 	return &kcpapi.ImageSpec{Repository: config.KcpImageRepository, Tag: cfg.Versions.Kcp}

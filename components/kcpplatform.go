@@ -109,20 +109,28 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 		return nil, err
 	}
 
+	// An upgrade rolls the root shard out before the shards and the front proxy are
+	// updated, and up returns once every updated kcp object serves (kcprollout.go).
+	waits, err := newKcpRolloutWaits(ctx, platform.ClusterAccess())
+	if err != nil {
+		return nil, err
+	}
 	if p.RootShard, err = NewKcpRootShard(ctx, name+"-root", &KcpRootShardArgs{
-		Config:   cfg,
-		Etcd:     etcdByShard[config.RootShardName],
-		Operator: p.Operator,
+		Config:       cfg,
+		Etcd:         etcdByShard[config.RootShardName],
+		Operator:     p.Operator,
+		RolloutWaits: waits.ofRootShard(),
 	}, child...); err != nil {
 		return nil, err
 	}
 	for _, shard := range cfg.Kcp.Shards {
 		s, err := NewKcpShard(ctx, name+"-shard-"+shard.Name, &KcpShardArgs{
-			Config:    cfg,
-			Shard:     shard,
-			Etcd:      etcdByShard[shard.Name],
-			RootShard: p.RootShard,
-			Operator:  p.Operator,
+			Config:       cfg,
+			Shard:        shard,
+			Etcd:         etcdByShard[shard.Name],
+			RootShard:    p.RootShard,
+			Operator:     p.Operator,
+			RolloutWaits: waits.afterRootShard(),
 		}, child...)
 		if err != nil {
 			return nil, err
@@ -130,9 +138,10 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 		p.Shards = append(p.Shards, s)
 	}
 	if p.FrontProxy, err = NewFrontProxy(ctx, name+"-frontproxy", &FrontProxyArgs{
-		Config:    cfg,
-		RootShard: p.RootShard,
-		Operator:  p.Operator,
+		Config:       cfg,
+		RootShard:    p.RootShard,
+		Operator:     p.Operator,
+		RolloutWaits: waits.afterRootShard(),
 	}, child...); err != nil {
 		return nil, err
 	}

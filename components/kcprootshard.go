@@ -17,6 +17,8 @@ type KcpRootShardArgs struct {
 	Config   *config.Config
 	Etcd     *EtcdCluster
 	Operator *KcpOperator
+	// RolloutWaits binds the waits of the RootShard's updates (kcprollout.go); optional.
+	RolloutWaits pulumi.ResourceOption
 }
 
 // KcpRootShard is the RootShard object and the owned Service in front of its pods.
@@ -62,7 +64,7 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 	// covers only the children it has registered by then.
 	deps := []pulumi.Resource{args.Operator.Release, args.Operator.Issuer, args.Etcd.StatefulSet}
 	obj, err := newKcpObject(ctx, name, kcpapi.KindRootShard, r.Name, spec, nil,
-		pulumi.Parent(r), pulumi.DependsOn(deps))
+		withOption([]pulumi.ResourceOption{pulumi.Parent(r), pulumi.DependsOn(deps)}, args.RolloutWaits)...)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,8 @@ type KcpShardArgs struct {
 	Etcd      *EtcdCluster
 	RootShard *KcpRootShard
 	Operator  *KcpOperator
+	// RolloutWaits binds the waits of the Shard's updates (kcprollout.go); optional.
+	RolloutWaits pulumi.ResourceOption
 }
 
 // KcpShard is a Shard object and the owned Service in front of its pods.
@@ -55,7 +57,8 @@ func NewKcpShard(ctx *pulumi.Context, name string, args *KcpShardArgs, opts ...p
 		RootShard: kcpapi.RootShardConfig{Ref: kcpapi.LocalObjectReference{Name: args.RootShard.Name}},
 	}
 	deps := []pulumi.Resource{args.RootShard.RootShard, args.Etcd.StatefulSet, args.Operator.Release}
-	obj, err := newKcpObject(ctx, name, kcpapi.KindShard, s.Name, spec, nil, pulumi.Parent(s), pulumi.DependsOn(deps))
+	obj, err := newKcpObject(ctx, name, kcpapi.KindShard, s.Name, spec, nil,
+		withOption([]pulumi.ResourceOption{pulumi.Parent(s), pulumi.DependsOn(deps)}, args.RolloutWaits)...)
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,9 @@ type Platform interface {
 	// HelmReleaseHooks is the option every Helm release of the stack carries: the repair
 	// of the records an interrupted Helm operation left pending (helmrecords.go).
 	HelmReleaseHooks() pulumi.ResourceOption
+	// ClusterAccess is how the program itself reaches the cluster, as the provider does:
+	// the Helm record repair and the kcp rollout waits (kcprollout.go) use it.
+	ClusterAccess() clusterAccess
 }
 
 // EtcdPlacement is the platform's part of an etcd StatefulSet.

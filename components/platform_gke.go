@@ -94,6 +94,7 @@ type GKEPlatform struct {
 	cluster      gkeCluster
 	provider     *kubernetes.Provider
 	helmHooks    pulumi.ResourceOption
+	access       clusterAccess
 	KcpPool      *container.NodePool
 	EtcdPool     *container.NodePool
 	StorageClass *storagev1.StorageClass
@@ -116,7 +117,8 @@ func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Res
 	}
 	g.provider = provider
 	// The program reaches the cluster with the provider's own kubeconfig.
-	if g.helmHooks, err = newHelmRecordRepair(ctx, kubeconfigText(kubeconfig)); err != nil {
+	g.access = kubeconfigText(kubeconfig)
+	if g.helmHooks, err = newHelmRecordRepair(ctx, g.access); err != nil {
 		return nil, err
 	}
 	if g.KcpPool, err = g.nodePool(ctx, name+"-pool-kcp", "kcp", b.cfg.GKE.NodePools.Kcp, false); err != nil {
@@ -213,6 +215,8 @@ users:
 func (g *GKEPlatform) Provider() pulumi.ProviderResource { return g.provider }
 
 func (g *GKEPlatform) HelmReleaseHooks() pulumi.ResourceOption { return g.helmHooks }
+
+func (g *GKEPlatform) ClusterAccess() clusterAccess { return g.access }
 
 // CertManager: on GKE cert-manager is a prerequisite of the cluster (see README).
 func (g *GKEPlatform) CertManager() []pulumi.Resource { return nil }

@@ -25,6 +25,7 @@ type KindPlatform struct {
 	certManager  []pulumi.Resource
 	envoyGateway []pulumi.Resource
 	helmHooks    pulumi.ResourceOption
+	access       clusterAccess
 }
 
 type kindBuilder struct{ cfg *config.Config }
@@ -53,7 +54,8 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 	}
 	k.provider = provider
 	// The program reaches the cluster as the provider does: the same file and context.
-	if k.helmHooks, err = newHelmRecordRepair(ctx, kubeconfigContext(b.cfg.Kind.Kubeconfig, b.cfg.Kind.Context)); err != nil {
+	k.access = kubeconfigContext(b.cfg.Kind.Kubeconfig, b.cfg.Kind.Context)
+	if k.helmHooks, err = newHelmRecordRepair(ctx, k.access); err != nil {
 		return nil, err
 	}
 	releaseOpts := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider), k.helmHooks}
@@ -98,6 +100,8 @@ func (k *KindPlatform) Provider() pulumi.ProviderResource { return k.provider }
 func (k *KindPlatform) CertManager() []pulumi.Resource { return k.certManager }
 
 func (k *KindPlatform) HelmReleaseHooks() pulumi.ResourceOption { return k.helmHooks }
+
+func (k *KindPlatform) ClusterAccess() clusterAccess { return k.access }
 
 // EtcdPlacement: kind's default local-path StorageClass, any node.
 func (k *KindPlatform) EtcdPlacement() EtcdPlacement {

@@ -280,6 +280,37 @@ func TestKcpObjectsAreOrderedByWhatTheyNeed(t *testing.T) {
 	}
 }
 
+// On an upgrade the root shard rolls out first: the RootShard's update waits for its
+// Deployments to roll out (the operator's Available passes while old pods still serve),
+// and a Shard or the FrontProxy is updated only after the root shard has rolled out, then
+// waits for its own rollout. A create waits for nothing more than Available, and the
+// Kubeconfig (no Deployment) for nothing. tests/e2e's version bump proves the order with
+// the real engine and operator.
+func TestKcpUpgradesRollTheRootShardFirst(t *testing.T) {
+	for _, stack := range stacks {
+		rec := runStack(t, stack)
+		for kind, before := range map[string][]string{
+			"RootShard":  nil,
+			"Shard":      {components.RootShardFirstHook},
+			"FrontProxy": {components.RootShardFirstHook},
+			"Kubeconfig": nil,
+		} {
+			after := []string{components.KcpRolloutHook}
+			if kind == "Kubeconfig" {
+				after = nil
+			}
+			objs := rec.ByType("kubernetes:operator.kcp.io/v1alpha1:" + kind)
+			require.NotEmpty(t, objs, "%s %s", stack, kind)
+			for _, res := range objs {
+				require.Equal(t, before, res.BeforeUpdateHooks, "%s %s: before-update hooks", stack, res.URN)
+				require.Equal(t, after, res.AfterUpdateHooks, "%s %s: after-update hooks", stack, res.URN)
+				require.Empty(t, res.BeforeCreateHooks, "%s %s: a create waits for Available only", stack, res.URN)
+				require.Empty(t, res.AfterCreateHooks, "%s %s: a create waits for Available only", stack, res.URN)
+			}
+		}
+	}
+}
+
 // The hub kubeconfig is a Pulumi secret end to end and lands where the hub reads it.
 func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 	for _, stack := range stacks {

@@ -40,9 +40,11 @@ type Resource struct {
 	DeleteBeforeReplace bool
 	ReplaceOnChanges    []string
 	IgnoreChanges       []string
-	// BeforeCreateHooks and BeforeUpdateHooks name the resource hooks bound to it.
+	// The resource hooks bound to it, by when they run.
 	BeforeCreateHooks []string
 	BeforeUpdateHooks []string
+	AfterCreateHooks  []string
+	AfterUpdateHooks  []string
 	Inputs            resource.PropertyMap
 	// Faked lists the outputs that came from a fake rather than from the inputs.
 	Faked []string
@@ -158,6 +160,8 @@ func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.IgnoreChanges = rpc.GetIgnoreChanges()
 		r.BeforeCreateHooks = rpc.GetHooks().GetBeforeCreate()
 		r.BeforeUpdateHooks = rpc.GetHooks().GetBeforeUpdate()
+		r.AfterCreateHooks = rpc.GetHooks().GetAfterCreate()
+		r.AfterUpdateHooks = rpc.GetHooks().GetAfterUpdate()
 	}
 	if rpc := args.ReadRPC; rpc != nil {
 		r.Parent = rpc.GetParent()

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optpreview"
-	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -376,38 +375,15 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 				t.Errorf("%s %s %s is %s, want %s", o.gvr.Resource, o.name, strings.Join(path, "."), got, want)
 			}
 		}
-		if !isAvailable(obj) {
-			// The operator stamps Available, computed from the Deployment's replica
-			// counts, with the object's generation before the Deployment controller has
-			// started the rollout (see upgradeOrder.report): the provider's wait passes,
-			// and Available turns False while the pods roll. Checked again below.
-			t.Logf("%s %s was not Available for its current spec right after the up (its Deployment rolls)", o.gvr.Resource, o.name)
-		}
 	}
+	// The up waited for these rollouts (components/kcprollout.go): each has rolled out the
+	// moment it returns.
 	for _, name := range []string{
 		components.RootShardDeployment(config.RootShardName), config.RootShardName + "-proxy",
 		components.ShardDeployment("alpha"), components.FrontProxyDeployment(components.FrontProxyName),
 	} {
-		// The up does not wait for these rollouts (the operator reports Available
-		// from stale replica counts, see upgradeOrder.report): wait for them here.
-		start := time.Now()
-		var d *appsv1.Deployment
-		err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
-			var err error
-			d, err = c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
-			return err == nil && d.Spec.Template.Spec.Containers[0].Image == want && deploymentReady(d.Generation, d.Status, d.Spec.Replicas), nil
-		})
-		if d == nil {
-			t.Errorf("Deployment %s: %v", name, err)
-			continue
-		}
-		if got := d.Spec.Template.Spec.Containers[0].Image; got != want {
-			t.Errorf("Deployment %s runs %s, want %s", name, got, want)
-		}
-		if err != nil {
-			t.Errorf("Deployment %s has not rolled out: %v", name, err)
-		} else if waited := time.Since(start); waited > time.Second {
-			t.Logf("Deployment %s finished rolling out %s after the up", name, waited.Round(100*time.Millisecond))
+		if pending := deploymentRollout(ctx, c, name, want); pending != "" {
+			t.Errorf("the up returned before Deployment %s had rolled out: %s", name, pending)
 		}
 	}
 	for _, o := range kcpObjects {

@@ -23,8 +23,14 @@
 // succeeds; `up` converges and creates no kcp object before what it needs is ready; the
 // cluster holds what the offline plan shows; the hub Secret holds the minted
 // kubeconfig while the state holds no plaintext of it; Envoy Gateway accepts the
-// GatewayClass, the TLSRoutes and both traffic policies and programs the Gateway; a
-// second preview and `up` change nothing; a kcp version bump updates every kcp object and replaces nothing that holds
+// GatewayClass, the TLSRoutes and both traffic policies and programs the Gateway; the
+// real kcp and kcp-front-proxy binaries (built from the kcp source in
+// ../shared/thirdparty/kcp) accept the command line the operator wrote into every kcp
+// Deployment, for the kind stack's first up and version bump and for the gke plan's kcp
+// objects, and refuse an unknown or disallowed flag (kcpflags_test.go); a second preview
+// and `up` change nothing; a kcp version bump updates every kcp object, rolls root-kcp
+// and root-proxy out before the Shard and the FrontProxy are updated, returns only once
+// every kcp Deployment has rolled out (upgrade_test.go), and replaces nothing that holds
 // data; raising hub.remintGeneration mints a new credential; `destroy` keeps the etcd
 // volumes and the operator's CRDs, and a later `up` takes them over; an `up` interrupted
 // with Ctrl-C while it waits for the root shard converges when run again; an `up` killed
@@ -33,10 +39,10 @@
 // program's Corefile, also after destroy.
 //
 // hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
-// provider kcp-operator cert-manager envoy-gateway helm) and runs the test. The binaries
-// are looked up on PATH: kube-apiserver, kube-controller-manager, kube-scheduler, etcd,
-// kwok, pulumi, pulumi-resource-kubernetes, kcp-operator, cert-manager-controller,
-// envoy-gateway and helm. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
+// provider kcp-operator cert-manager envoy-gateway helm kcp) and runs the test. The
+// binaries are looked up on PATH: kube-apiserver, kube-controller-manager, kube-scheduler,
+// etcd, kwok, pulumi, pulumi-resource-kubernetes, kcp-operator, cert-manager-controller,
+// envoy-gateway, helm, kcp and kcp-front-proxy. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
 // `go test -short` skips it. The upstream CRDs are read from ../shared/reference/crds
 // relative to the repository root, or from RAILGRID_CRDS_DIR; the operator's chart and RBAC
 // from ../shared/thirdparty or RAILGRID_THIRDPARTY_DIR; kwok's stages from the

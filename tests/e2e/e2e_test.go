@@ -350,16 +350,17 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		t.Logf("second (no-op) up: %s in %s", changeCounts(summaryOf(ures.Summary)), time.Since(start).Round(time.Second))
 	})
 
-	// 6. Changing only versions.kcp updates every kcp object in one up and replaces
-	// nothing that holds data.
+	// 6. Changing only versions.kcp updates every kcp object in one up, the root shard
+	// rolled out before the shard and the front proxy are updated, every kcp Deployment
+	// rolled out when the up returns, and nothing that holds data replaced.
 	t.Run("6-kcp-version-bump", func(t *testing.T) {
 		before := dataHolders(t, ctx, e.c)
 		s.setConfigPath(ctx, "versions.kcp", bumpedKcpVersion)
 		uctx, cancel := context.WithTimeout(ctx, upTimeout)
 		defer cancel()
-		stopWatch := watchUpgradeOrder(uctx, e.c, bumpedKcpVersion)
-		res, log, err := s.up(uctx, nil)
-		order := stopWatch()
+		order, stopWatch := watchUpgradeOrder(uctx, e.c, bumpedKcpVersion)
+		res, log, err := s.up(uctx, order.onEngineEvent(uctx, e.c, p, bumpedKcpVersion))
+		stopWatch()
 		if err != nil {
 			t.Fatalf("up after the version bump failed: %v\n%s", err, indent(log.diagnostics()))
 		}
@@ -386,8 +387,8 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			t.Errorf("the version bump did not update %s", shortURN(urn))
 		}
 		checkImages(t, ctx, e.c, bumpedKcpVersion)
+		order.check(t)
 		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, components.NamespaceKcp, len(wantKcpServers))
-		order.report(t)
 		after := dataHolders(t, ctx, e.c)
 		checkSameObjects(t, before, after)
 		sameCredential(t, "the version bump")
