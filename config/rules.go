@@ -61,7 +61,7 @@ var (
 
 	// Versions and the operator chart.
 	rulePinnedVersion = newRule("pinned-version", "`versions.*`",
-		"must be a pinned release (vX.Y.Z; the chart X.Y.Z): not empty, not latest, not a floating tag")
+		"must be a pinned release, a full semantic version (vX.Y.Z or a pre-release such as vX.Y.Z-rc.1; the chart without the v, X.Y.Z): not empty, not latest, not a floating tag such as v1.2, no +build suffix")
 	ruleOperatorPair = newRule("operator-pair", "`versions.operatorChart`, `versions.operatorImage`",
 		"a kcp-operator chart and image that are not a known pair: the chart's CRDs must match the operator, so they move together")
 	ruleChartRepository = newRule("chart-repository", "`operator.chartRepository`",
@@ -73,7 +73,7 @@ var (
 	ruleShardBaseURL = newRule("shard-base-url", "`kcp.*.shardBaseURL`",
 		shardBaseURLRule)
 	ruleHostname = newRule("hostname", "`kcp.*.hostname`",
-		"must be a valid lower-case DNS name with at least two labels")
+		"must be a valid DNS name as a Gateway API hostname takes it (a lower-case RFC 1123 subdomain, no wildcard), with at least two labels of at most 63 characters and a top-level label that is not all digits")
 	ruleHostnameIP = newRule("hostname-ip", "`kcp.*.hostname`",
 		"an IP address: Gateway API hostnames are names, and the edge refuses an address")
 	ruleHostnameDistinct = newRule("hostname-distinct", "`kcp.*.hostname`",
@@ -81,13 +81,13 @@ var (
 	ruleReplicas = newRule("replicas", "`kcp.*.replicas`",
 		"must be at least 1: 0 would stop the component (leave the key out for the default 2)")
 	ruleShardName = newRule("shard-name", "`kcp.shards[].name`",
-		fmt.Sprintf("must be a DNS label of at most %d characters (it names the shard, its etcd and its Services)", maxShardName))
+		fmt.Sprintf("must be a DNS label of at most %d characters that starts with a letter (RFC 1035): it names the shard, its etcd and its Services, and a Service name starts with a letter", maxShardName))
 	ruleShardNameRoot = newRule("shard-name-root", "`kcp.shards[].name`",
 		"root, the name of the root shard (kcp.rootShard)")
 	ruleShardNameDistinct = newRule("shard-name-distinct", "`kcp.shards[].name`",
 		"two shards with the same name")
 	ruleRetiredShardName = newRule("retired-shard-name", "`kcp.retiredShards[]`",
-		"must be the name the shard had in kcp.shards (a DNS label), listed once")
+		"must be the name the shard had in kcp.shards (a DNS label that starts with a letter), listed once")
 	ruleRetiredRoot = newRule("retired-root", "`kcp.retiredShards[]`",
 		"root: the root shard cannot be removed, as every other shard, the front proxy and the hub's kubeconfig depend on it")
 	ruleRetiredActive = newRule("retired-active", "`kcp.retiredShards[]`, `kcp.shards[].name`",
@@ -109,17 +109,17 @@ var (
 	ruleOIDCFixed = newRule("oidc-fixed", "`oidc.usernameClaim`, `oidc.groupsClaim`, `oidc.usernamePrefix`, `oidc.groupsPrefix`",
 		oidcFixedRule)
 	ruleCASecretName = newRule("ca-secret-name", "`oidc.caSecret.name`",
-		"must name a Secret in kcp-system")
+		"must name a Secret in kcp-system (a lower-case RFC 1123 subdomain)")
 	ruleCASecretKey = newRule("ca-secret-key", "`oidc.caSecret.key`",
-		"must be a Secret key (a file name)")
+		"must be a Secret key (a file name): letters, digits, '-', '_' and '.', at most 253 characters, not . or .. and not starting with ..")
 
 	// etcd and where it can run.
 	ruleEtcdMembers = newRule("etcd-members", "`etcd.members`",
 		"must be 1, 3 or 5: etcd needs an odd member count for quorum (1 for a small cluster, 3 per shard in production)")
 	ruleEtcdVolumeSize = newRule("etcd-volume-size", "`etcd.volumeSize`",
-		"must be a size such as 20Gi (Mi, Gi or Ti)")
+		"must be a size as a PersistentVolumeClaim's storage request takes it: a Kubernetes quantity greater than zero, such as 20Gi, 1.5Gi or 2G")
 	ruleStorageClass = newRule("storage-class", "`etcd.storageClass`",
-		"must name a StorageClass")
+		"must name a StorageClass (a lower-case RFC 1123 subdomain)")
 	ruleKindSchedulable = newRule("kind-schedulable", "`etcd.members`, `kind.nodeZones`",
 		"more etcd members than the kind cluster has nodes in distinct zones (kind.nodeZones, default 1 as kind/cluster.yaml creates one node): each member needs a node of its own, and 3 or 5 members spread over that many zones, so the others would stay Pending")
 	ruleKindNodeZones = newRule("kind-node-zones", "`kind.nodeZones`",
@@ -145,9 +145,9 @@ var (
 
 	// The hub's kubeconfig.
 	ruleHubNamespace = newRule("hub-namespace", "`hub.namespace`",
-		"must be a namespace name other than default and kube-*, which the cluster owns")
+		"must be a namespace name (a lower-case RFC 1123 label) other than default and kube-*, which the cluster owns")
 	ruleHubSecretName = newRule("hub-secret-name", "`hub.secretName`",
-		"must be a Secret name (the hub's kcp.external.existingSecret)")
+		"must be a Secret name, a lower-case RFC 1123 subdomain (the hub's kcp.external.existingSecret)")
 	ruleHubSecretKey = newRule("hub-secret-key", "`hub.secretKey`",
 		"must be "+HubSecretKey+": the hub chart mounts that key as /kcp-kubeconfig/"+HubSecretKey)
 	ruleHubValidity = newRule("hub-validity", "`hub.kubeconfigValidity`",
@@ -183,7 +183,7 @@ var (
 	ruleDiskSize = newRule("disk-size", "`gke.nodePools.*.diskSizeGb`",
 		"must be at least 10")
 	ruleCron = newRule("cron", "`gke.snapshots.schedule`, `gke.snapshots.drillSchedule`",
-		"must be a five-field cron schedule such as \"0 * * * *\"")
+		"must be a CronJob schedule: five cron fields such as \"0 * * * *\" or a descriptor such as @hourly, without a TZ= or CRON_TZ= prefix, naming a date that exists")
 	ruleRetention = newRule("retention", "`gke.snapshots.retentionDays`",
 		"must be between 1 and 3650 days")
 	ruleGcloudTag = newRule("gcloud-tag", "`gke.snapshots.gcloudImageTag`",
@@ -193,7 +193,7 @@ var (
 	ruleResponsePolicy = newRule("response-policy", "`gke.dns.existingResponsePolicy`",
 		"must name a Cloud DNS response policy (or be left out to create one)")
 	ruleGatewayClass = newRule("gateway-class", "`gke.gateway.className`",
-		"must name a GKE GatewayClass")
-	ruleGatewayCertificate = newRule("gateway-certificate", "`gke.gateway`",
-		"must set exactly one of certificateSecret and certManagerClusterIssuer for the HTTPS listeners")
+		"must name a GKE GatewayClass (a lower-case RFC 1123 subdomain)")
+	ruleGatewayCertificate = newRule("gateway-certificate", "`gke.gateway.certificateSecret`, `gke.gateway.certManagerClusterIssuer`",
+		"must set exactly one of certificateSecret (a Secret name) and certManagerClusterIssuer (a ClusterIssuer name), each a lower-case RFC 1123 subdomain, for the HTTPS listeners")
 )

@@ -11,6 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/robfig/cron/v3"
+	"golang.org/x/mod/semver"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Values fixed by the hub: it hard-codes every user's RBAC identity as railgrid:<email>.
@@ -29,21 +34,23 @@ const shardBaseURLRule = "is not configurable: spec.shardBaseURL drives front-pr
 const oidcFixedRule = "is fixed by the hub, which hard-codes every user's RBAC identity as railgrid:<email>: " +
 	"kcp must use usernameClaim email, groupsClaim groups and the railgrid: prefixes"
 
+// Names and tags that are not Kubernetes values, so no Kubernetes parser applies: Google
+// Cloud's names (a GKE cluster and a Cloud DNS response policy are RFC 1035 labels), and
+// google-cloud-cli tags, whose -stable, -alpine or -slim suffix is an image variant that a
+// semantic-version parser would take for a pre-release.
 var (
-	semverTag    = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
-	chartVersion = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
-	gcloudTag    = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(stable|alpine|slim)$`)
-	dnsLabel     = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	hostLabel    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	quantity     = regexp.MustCompile(`^[1-9][0-9]*(Mi|Gi|Ti)$`)
-	gcpProject   = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
-	gcpRegion    = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
-	cronField    = regexp.MustCompile(`^[0-9*/,\-]+$`)
+	gcloudTag  = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+-(stable|alpine|slim)$`)
+	gcpName    = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	gcpProject = regexp.MustCompile(`^[a-z][-a-z0-9]{4,28}[a-z0-9]$`)
+	gcpRegion  = regexp.MustCompile(`^[a-z]+-[a-z]+[0-9]+$`)
 )
 
 // Limits; constants, so that the rules table (rules.go) that quotes them initializes in
 // its own order.
 const (
+	// maxShardName leaves room for what this program and the operator add to a shard's
+	// name (kcp-, etcd-, -shard-kcp, -headless, the etcd StatefulSet's revision hash)
+	// within the 63 characters of a DNS label.
 	maxShardName  = 30
 	minLBTimeout  = 60 * time.Second
 	minValidity   = time.Hour
@@ -92,18 +99,18 @@ func (c *Config) validatePlatform(errs *Errors) {
 
 func (c *Config) validateVersions(errs *Errors) {
 	v := c.Versions
-	pinned := func(key, value string, pattern *regexp.Regexp, example string) {
-		if !pattern.MatchString(value) {
-			errs.addf(rulePinnedVersion, key, value, "must be a pinned release such as %s (not empty, not latest, not a floating tag)", example)
+	pinned := func(key, value string, isPinned func(string) bool, example string) {
+		if !isPinned(value) {
+			errs.addf(rulePinnedVersion, key, value, "must be a pinned release such as %s (not empty, not latest, not a floating tag such as v1.2, no +build suffix)", example)
 		}
 	}
-	pinned("versions.kcp", v.Kcp, semverTag, DefaultKcpVersion+"; every kcp image (root shard, its proxy, shards, front proxy) uses it")
-	pinned("versions.operatorChart", v.OperatorChart, chartVersion, DefaultOperatorChartVersion)
-	pinned("versions.operatorImage", v.OperatorImage, semverTag, DefaultOperatorImageTag)
-	pinned("versions.etcd", v.Etcd, semverTag, DefaultEtcdVersion)
-	pinned("versions.certManager", v.CertManager, semverTag, DefaultCertManagerVersion)
-	pinned("versions.envoyGateway", v.EnvoyGateway, semverTag, DefaultEnvoyGatewayVersion)
-	if want, known := KnownOperatorPairs[v.OperatorChart]; chartVersion.MatchString(v.OperatorChart) && semverTag.MatchString(v.OperatorImage) && (!known || want != v.OperatorImage) {
+	pinned("versions.kcp", v.Kcp, pinnedTag, DefaultKcpVersion+"; every kcp image (root shard, its proxy, shards, front proxy) uses it")
+	pinned("versions.operatorChart", v.OperatorChart, pinnedChartVersion, DefaultOperatorChartVersion+", without a leading v")
+	pinned("versions.operatorImage", v.OperatorImage, pinnedTag, DefaultOperatorImageTag)
+	pinned("versions.etcd", v.Etcd, pinnedTag, DefaultEtcdVersion)
+	pinned("versions.certManager", v.CertManager, pinnedTag, DefaultCertManagerVersion)
+	pinned("versions.envoyGateway", v.EnvoyGateway, pinnedTag, DefaultEnvoyGatewayVersion)
+	if want, known := KnownOperatorPairs[v.OperatorChart]; pinnedChartVersion(v.OperatorChart) && pinnedTag(v.OperatorImage) && (!known || want != v.OperatorImage) {
 		errs.addf(ruleOperatorPair, "versions.operatorImage", v.OperatorImage, "%s", fmt.Sprintf(
 			"is not a known pair with kcp-operator chart %s (known pairs: %s); the chart's CRDs must match the operator, so they move together",
 			v.OperatorChart, knownPairs()))
@@ -146,8 +153,8 @@ func (c *Config) validateKcp(errs *Errors) {
 		switch other, dup := hostKeys[e.Hostname]; {
 		case isIPAddress(e.Hostname):
 			errs.add(ruleHostnameIP, key+".hostname", e.Hostname)
-		case !isDNSName(e.Hostname):
-			errs.addf(ruleHostname, key+".hostname", e.Hostname, "must be a valid DNS name with at least two labels (lower case letters, digits, hyphens)")
+		case hostnameProblem(e.Hostname) != "":
+			errs.addf(ruleHostname, key+".hostname", e.Hostname, "%s: %s", ruleHostname.Refuses, hostnameProblem(e.Hostname))
 		case dup:
 			errs.addf(ruleHostnameDistinct, key+".hostname", e.Hostname, "must be distinct; %s.hostname has the same name", other)
 		default:
@@ -163,8 +170,8 @@ func (c *Config) validateKcp(errs *Errors) {
 	for i, s := range k.Shards {
 		key := fmt.Sprintf("kcp.shards[%d]", i)
 		switch {
-		case !validShardName(s.Name) && s.Name != RootShardName:
-			errs.add(ruleShardName, key+".name", s.Name)
+		case s.Name != RootShardName && shardNameProblem(s.Name) != "":
+			errs.addf(ruleShardName, key+".name", s.Name, "%s: %s", ruleShardName.Refuses, shardNameProblem(s.Name))
 		case s.Name == RootShardName:
 			errs.addf(ruleShardNameRoot, key+".name", s.Name, "is reserved for the root shard (kcp.rootShard)")
 		case names[s.Name]:
@@ -179,8 +186,8 @@ func (c *Config) validateKcp(errs *Errors) {
 		switch {
 		case name == RootShardName:
 			errs.add(ruleRetiredRoot, key, name)
-		case !validShardName(name):
-			errs.add(ruleRetiredShardName, key, name)
+		case shardNameProblem(name) != "":
+			errs.addf(ruleRetiredShardName, key, name, "%s: %s", ruleRetiredShardName.Refuses, shardNameProblem(name))
 		case retired[name]:
 			errs.addf(ruleRetiredShardName, key, name, "is listed twice; list each retired shard once")
 		case names[name]:
@@ -217,12 +224,8 @@ func (c *Config) validateOIDC(errs *Errors) {
 		}
 	}
 	if o.CASecret != nil {
-		if !isDNSName(o.CASecret.Name) && !dnsLabel.MatchString(o.CASecret.Name) {
-			errs.add(ruleCASecretName, "oidc.caSecret.name", o.CASecret.Name)
-		}
-		if strings.TrimSpace(o.CASecret.Key) == "" || strings.Contains(o.CASecret.Key, "/") {
-			errs.add(ruleCASecretKey, "oidc.caSecret.key", o.CASecret.Key)
-		}
+		kubeName(errs, ruleCASecretName, "oidc.caSecret.name", o.CASecret.Name, validation.IsDNS1123Subdomain)
+		kubeName(errs, ruleCASecretKey, "oidc.caSecret.key", o.CASecret.Key, validation.IsConfigMapKey)
 	}
 }
 
@@ -231,12 +234,15 @@ func (c *Config) validateEtcd(errs *Errors) {
 	if !validMembers(e.Members) {
 		errs.add(ruleEtcdMembers, "etcd.members", strconv.Itoa(e.Members))
 	}
-	if !quantity.MatchString(e.VolumeSize) {
-		errs.add(ruleEtcdVolumeSize, "etcd.volumeSize", e.VolumeSize)
+	// What the API server asks of a PersistentVolumeClaim's storage request: a quantity
+	// greater than zero (storage is not one of the resources that must be whole numbers).
+	switch size, err := resource.ParseQuantity(e.VolumeSize); {
+	case err != nil:
+		errs.addf(ruleEtcdVolumeSize, "etcd.volumeSize", e.VolumeSize, "%s: %v", ruleEtcdVolumeSize.Refuses, err)
+	case size.Sign() <= 0:
+		errs.addf(ruleEtcdVolumeSize, "etcd.volumeSize", e.VolumeSize, "%s: must be greater than zero", ruleEtcdVolumeSize.Refuses)
 	}
-	if !dnsLabel.MatchString(e.StorageClass) && !isDNSName(e.StorageClass) {
-		errs.add(ruleStorageClass, "etcd.storageClass", e.StorageClass)
-	}
+	kubeName(errs, ruleStorageClass, "etcd.storageClass", e.StorageClass, validation.IsDNS1123Subdomain)
 }
 
 func (c *Config) validateNetwork(errs *Errors) {
@@ -301,12 +307,11 @@ func (c *Config) validateLoadBalancer(errs *Errors) {
 
 func (c *Config) validateHub(errs *Errors) {
 	h := c.Hub
-	if !dnsLabel.MatchString(h.Namespace) || len(h.Namespace) > 63 || h.Namespace == "default" || strings.HasPrefix(h.Namespace, "kube-") {
+	if kubeName(errs, ruleHubNamespace, "hub.namespace", h.Namespace, validation.IsDNS1123Label) &&
+		(h.Namespace == "default" || strings.HasPrefix(h.Namespace, "kube-")) {
 		errs.add(ruleHubNamespace, "hub.namespace", h.Namespace)
 	}
-	if !dnsLabel.MatchString(h.SecretName) && !isDNSName(h.SecretName) {
-		errs.add(ruleHubSecretName, "hub.secretName", h.SecretName)
-	}
+	kubeName(errs, ruleHubSecretName, "hub.secretName", h.SecretName, validation.IsDNS1123Subdomain)
 	if h.SecretKey != HubSecretKey {
 		errs.add(ruleHubSecretKey, "hub.secretKey", h.SecretKey)
 	}
@@ -349,7 +354,7 @@ func (c *Config) validateGKE(errs *Errors) {
 	if !gcpRegion.MatchString(g.Location) {
 		errs.add(ruleGKELocation, "gke.location", g.Location)
 	}
-	if !dnsLabel.MatchString(g.Cluster) {
+	if !gcpName.MatchString(g.Cluster) {
 		errs.add(ruleGKECluster, "gke.cluster", g.Cluster)
 	}
 	zones := map[string]bool{}
@@ -384,14 +389,21 @@ func (c *Config) validateGKE(errs *Errors) {
 	}
 	checkPool("gke.nodePools.kcp", g.NodePools.Kcp)
 	checkPool("gke.nodePools.etcd", g.NodePools.Etcd)
+	// A CronJob's schedule is parsed by cron.ParseStandard, in the API server's validation
+	// and in the CronJob controller: five fields (names such as MON or JAN, ranges, steps
+	// and ? included) or a descriptor such as @hourly, @daily or @every 6h, all of which
+	// the controller runs. As the API server does for a new CronJob, a TZ= or CRON_TZ=
+	// prefix is refused: spec.timeZone sets the zone. A schedule that parses but names no
+	// date (0 0 30 2 *) is refused too: the API server takes it, but the controller never
+	// starts a Job for it, and the snapshots would silently stop.
 	checkCron := func(key, value string) {
-		fields := strings.Fields(value)
-		ok := len(fields) == 5
-		for _, f := range fields {
-			ok = ok && cronField.MatchString(f)
-		}
-		if !ok {
-			errs.add(ruleCron, key, value)
+		switch schedule, err := cron.ParseStandard(value); {
+		case err != nil:
+			errs.addf(ruleCron, key, value, "%s: %v", ruleCron.Refuses, err)
+		case strings.Contains(value, "TZ"):
+			errs.addf(ruleCron, key, value, "%s: a time zone in the schedule is refused by the API server (a CronJob sets it in spec.timeZone)", ruleCron.Refuses)
+		case schedule.Next(time.Now()).IsZero():
+			errs.addf(ruleCron, key, value, "%s: it names no date that exists, so the CronJob would never run", ruleCron.Refuses)
 		}
 	}
 	checkCron("gke.snapshots.schedule", g.Snapshots.Schedule)
@@ -405,24 +417,62 @@ func (c *Config) validateGKE(errs *Errors) {
 	if g.DNS.TTL < 1 || g.DNS.TTL > maxDNSTTL {
 		errs.add(ruleDNSTTL, "gke.dns.ttl", strconv.Itoa(g.DNS.TTL))
 	}
-	if g.DNS.ExistingResponsePolicy != "" && !dnsLabel.MatchString(g.DNS.ExistingResponsePolicy) {
+	if g.DNS.ExistingResponsePolicy != "" && !gcpName.MatchString(g.DNS.ExistingResponsePolicy) {
 		errs.add(ruleResponsePolicy, "gke.dns.existingResponsePolicy", g.DNS.ExistingResponsePolicy)
 	}
-	if strings.TrimSpace(g.Gateway.ClassName) == "" {
-		errs.add(ruleGatewayClass, "gke.gateway.className", g.Gateway.ClassName)
-	}
-	if (g.Gateway.CertificateSecret == "") == (g.Gateway.CertManagerClusterIssuer == "") {
-		errs.add(ruleGatewayCertificate, "gke.gateway", fmt.Sprintf("certificateSecret=%q certManagerClusterIssuer=%q", g.Gateway.CertificateSecret, g.Gateway.CertManagerClusterIssuer))
+	kubeName(errs, ruleGatewayClass, "gke.gateway.className", g.Gateway.ClassName, validation.IsDNS1123Subdomain)
+	switch gw := g.Gateway; {
+	case (gw.CertificateSecret == "") == (gw.CertManagerClusterIssuer == ""):
+		errs.add(ruleGatewayCertificate, "gke.gateway", fmt.Sprintf("certificateSecret=%q certManagerClusterIssuer=%q", gw.CertificateSecret, gw.CertManagerClusterIssuer))
+	case gw.CertificateSecret != "":
+		kubeName(errs, ruleGatewayCertificate, "gke.gateway.certificateSecret", gw.CertificateSecret, validation.IsDNS1123Subdomain)
+	default:
+		kubeName(errs, ruleGatewayCertificate, "gke.gateway.certManagerClusterIssuer", gw.CertManagerClusterIssuer, validation.IsDNS1123Subdomain)
 	}
 }
 
 // validMembers reports whether n is an etcd member count the program runs.
 func validMembers(n int) bool { return slices.Contains([]int{1, 3, 5}, n) }
 
-// validShardName reports whether name may name a shard: a DNS label of at most
-// maxShardName characters other than the root shard's name.
+// kubeName refuses value at key for rule unless validate, one of Kubernetes's own name
+// checks (k8s.io/apimachinery/pkg/util/validation), takes it, with the reasons the API
+// server would give. It reports whether value passed.
+func kubeName(errs *Errors, rule *Rule, key, value string, validate func(string) []string) bool {
+	reasons := validate(value)
+	if len(reasons) > 0 {
+		errs.addf(rule, key, value, "%s: %s", rule.Refuses, strings.Join(reasons, "; "))
+	}
+	return len(reasons) == 0
+}
+
+// pinnedTag reports whether v is a pinned image or chart version: a full semantic
+// version, pre-releases included (v0.34.0-rc.1 is as fixed as v0.34.0). semver also
+// takes the shorthands v1 and v1.2, which float over releases, and +build metadata,
+// which an image tag cannot carry; Canonical rewrites both, so a version equal to its
+// canonical form is neither.
+func pinnedTag(v string) bool { return semver.IsValid(v) && semver.Canonical(v) == v }
+
+// pinnedChartVersion reports whether v is a pinned kcp-operator chart version: the
+// chart's versions have no leading v (its repository index lists 0.7.10), and
+// KnownOperatorPairs is keyed by that spelling.
+func pinnedChartVersion(v string) bool { return !strings.HasPrefix(v, "v") && pinnedTag("v"+v) }
+
+// validShardName reports whether name may name a shard other than the root shard.
 func validShardName(name string) bool {
-	return dnsLabel.MatchString(name) && len(name) <= maxShardName && name != RootShardName
+	return shardNameProblem(name) == "" && name != RootShardName
+}
+
+// shardNameProblem says why name cannot name a shard, or "" if it can. A shard's name
+// starts the name of the Service the operator creates for it (<name>-shard-kcp), and a
+// Service name is a DNS-1035 label, which starts with a letter.
+func shardNameProblem(name string) string {
+	if reasons := validation.IsDNS1035Label(name); len(reasons) > 0 {
+		return strings.Join(reasons, "; ")
+	}
+	if len(name) > maxShardName {
+		return fmt.Sprintf("it has %d characters", len(name))
+	}
+	return ""
 }
 
 // isIPAddress reports whether s is an IP address, which Gateway API refuses as a
@@ -432,19 +482,28 @@ func isIPAddress(s string) bool {
 	return err == nil
 }
 
-// isDNSName reports whether s is a lower-case DNS name with at least two labels.
-func isDNSName(s string) bool {
-	if len(s) == 0 || len(s) > 253 {
-		return false
+// hostnameProblem says why s cannot be a kcp component's hostname, or "" if it can. A
+// Gateway API hostname (a listener's and a route's) is a DNS-1123 subdomain; no wildcard,
+// as each hostname names one component. Three rules that the subdomain check does not
+// make are kept: a label has at most 63 characters (RFC 1035), the top-level
+// label is not all digits (RFC 3696, so that a name never reads as an address), and
+// there are two labels at least, as no public certificate authority issues a
+// certificate for a single-label name.
+func hostnameProblem(s string) string {
+	if reasons := validation.IsDNS1123Subdomain(s); len(reasons) > 0 {
+		return strings.Join(reasons, "; ")
 	}
 	labels := strings.Split(s, ".")
-	if len(labels) < 2 || strings.Trim(labels[len(labels)-1], "0123456789") == "" {
-		return false // a top-level domain is never all digits
-	}
 	for _, l := range labels {
-		if len(l) > 63 || !hostLabel.MatchString(l) {
-			return false
+		if reasons := validation.IsDNS1123Label(l); len(reasons) > 0 {
+			return fmt.Sprintf("its label %q %s", l, strings.Join(reasons, "; "))
 		}
 	}
-	return true
+	if len(labels) < 2 {
+		return "it has a single label"
+	}
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return "its top-level label is all digits"
+	}
+	return ""
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,6 +77,14 @@ var refusals = []refusal{
 		key: "versions.kcp", value: "0.33", says: "pinned release"},
 	{name: "etcd floating tag", rule: "pinned-version", stack: "gke", edit: func(v map[string]any) { setIn(v, "versions", "etcd", "v3.6") },
 		key: "versions.etcd", value: "v3.6", says: "pinned release"},
+	{name: "etcd tag with build metadata", rule: "pinned-version", stack: "gke", edit: func(v map[string]any) { setIn(v, "versions", "etcd", "v3.6.14+gke.1") },
+		key: "versions.etcd", value: "v3.6.14+gke.1", says: "no +build suffix"},
+	{name: "kcp version a major shorthand", rule: "pinned-version", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "kcp", "v0") },
+		key: "versions.kcp", value: "v0", says: "floating tag"},
+	{name: "cert-manager version with a leading zero", rule: "pinned-version", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "certManager", "v1.020.2") },
+		key: "versions.certManager", value: "v1.020.2", says: "pinned release"},
+	{name: "operator chart with a leading v", rule: "pinned-version", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "operatorChart", "v0.7.10") },
+		key: "versions.operatorChart", value: "v0.7.10", says: "without a leading v"},
 	{name: "operator pair unknown", rule: "operator-pair", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "operatorImage", "v0.9.0") },
 		key: "versions.operatorImage", value: "v0.9.0", says: "not a known pair"},
 	{name: "operator chart unknown", rule: "operator-pair", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "operatorChart", "0.7.9") },
@@ -98,6 +107,18 @@ var refusals = []refusal{
 		key: "kcp.rootShard.hostname", value: "Root_Shard", says: "valid DNS name"},
 	{name: "numeric top-level domain", rule: "hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.hostname", "kcp.10") },
 		key: "kcp.rootShard.hostname", value: "kcp.10", says: "valid DNS name"},
+	{name: "hostname label of 64 characters", rule: "hostname", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "kcp", "rootShard.hostname", strings.Repeat("r", 64)+".kcp.localhost")
+	},
+		key: "kcp.rootShard.hostname", value: strings.Repeat("r", 64) + ".kcp.localhost", says: "must be no more than 63 characters"},
+	{name: "hostname of 255 characters", rule: "hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "rootShard.hostname", longName(4)) },
+		key: "kcp.rootShard.hostname", value: longName(4), says: "must be no more than 253 characters"},
+	{name: "wildcard hostname", rule: "hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.hostname", "*.kcp.localhost") },
+		key: "kcp.frontProxy.hostname", value: "*.kcp.localhost", says: "RFC 1123 subdomain"},
+	{name: "hostname with a trailing dot", rule: "hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.hostname", "kcp.localhost.") },
+		key: "kcp.frontProxy.hostname", value: "kcp.localhost.", says: "RFC 1123 subdomain"},
+	{name: "single-label hostname", rule: "hostname", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.hostname", "kcp") },
+		key: "kcp.frontProxy.hostname", value: "kcp", says: "single label"},
 	{name: "hostname an IP address", rule: "hostname-ip", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.hostname", "192.168.1.10") },
 		key: "kcp.frontProxy.hostname", value: "192.168.1.10", says: "Gateway API hostnames are names"},
 	{name: "duplicate hostname", rule: "hostname-distinct", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].hostname", "root.kcp.localhost") },
@@ -106,6 +127,10 @@ var refusals = []refusal{
 		key: "kcp.frontProxy.replicas", value: "0", says: "at least 1"},
 	{name: "shard name not a label", rule: "shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "Alpha") },
 		key: "kcp.shards[0].name", value: "Alpha", says: "DNS label"},
+	{name: "shard name starting with a digit", rule: "shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "1alpha") },
+		key: "kcp.shards[0].name", value: "1alpha", says: "start with an alphabetic character"},
+	{name: "shard name of 31 characters", rule: "shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", strings.Repeat("s", 31)) },
+		key: "kcp.shards[0].name", value: strings.Repeat("s", 31), says: "it has 31 characters"},
 	{name: "shard named root", rule: "shard-name-root", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "root") },
 		key: "kcp.shards[0].name", value: "root", says: "reserved for the root shard"},
 	{name: "two shards one name", rule: "shard-name-distinct", stack: "kind", edit: func(v map[string]any) { addShard(v, "alpha", "beta.kcp.localhost", "10.96.0.103") },
@@ -139,18 +164,42 @@ var refusals = []refusal{
 		key: "oidc.groupsPrefix", value: "oidc:", says: "fixed by the hub"},
 	{name: "OIDC CA secret name", rule: "ca-secret-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caSecret", map[string]any{"name": "Issuer CA"}) },
 		key: "oidc.caSecret.name", value: "Issuer CA", says: "Secret in kcp-system"},
+	{name: "OIDC CA secret name with an underscore", rule: "ca-secret-name", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer_ca", "key": "ca.crt"})
+	},
+		key: "oidc.caSecret.name", value: "issuer_ca", says: "RFC 1123 subdomain"},
 	{name: "OIDC CA secret key empty", rule: "ca-secret-key", stack: "kind", edit: func(v map[string]any) {
 		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": ""})
 	},
 		key: "oidc.caSecret.key", value: "", says: "Secret key"},
+	{name: "OIDC CA secret key a path", rule: "ca-secret-key", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": "ca/ca.crt"})
+	},
+		key: "oidc.caSecret.key", value: "ca/ca.crt", says: "must consist of alphanumeric characters, '-', '_' or '.'"},
+	{name: "OIDC CA secret key with a space", rule: "ca-secret-key", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": "ca crt"})
+	},
+		key: "oidc.caSecret.key", value: "ca crt", says: "must consist of alphanumeric characters"},
+	{name: "OIDC CA secret key ..", rule: "ca-secret-key", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": ".."}) },
+		key: "oidc.caSecret.key", value: "..", says: "must not be '..'"},
 	{name: "etcd two members", rule: "etcd-members", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "members", 2) },
 		key: "etcd.members", value: "2", says: "1, 3 or 5"},
 	{name: "etcd zero members", rule: "etcd-members", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", 0) },
 		key: "etcd.members", value: "0", says: "1, 3 or 5"},
 	{name: "etcd volume size", rule: "etcd-volume-size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "20GB") },
 		key: "etcd.volumeSize", value: "20GB", says: "size"},
+	{name: "etcd volume size zero", rule: "etcd-volume-size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "0Gi") },
+		key: "etcd.volumeSize", value: "0Gi", says: "greater than zero"},
+	{name: "etcd volume size negative", rule: "etcd-volume-size", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "-20Gi") },
+		key: "etcd.volumeSize", value: "-20Gi", says: "greater than zero"},
+	{name: "etcd volume size in lower case", rule: "etcd-volume-size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "2gi") },
+		key: "etcd.volumeSize", value: "2gi", says: "quantities must match the regular expression"},
+	{name: "etcd volume size with a space", rule: "etcd-volume-size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "2 Gi") },
+		key: "etcd.volumeSize", value: "2 Gi", says: "quantities must match the regular expression"},
 	{name: "storage class empty", rule: "storage-class", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "storageClass", "") },
 		key: "etcd.storageClass", value: "", says: "StorageClass"},
+	{name: "storage class in capitals", rule: "storage-class", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "storageClass", "Etcd-SSD") },
+		key: "etcd.storageClass", value: "Etcd-SSD", says: "RFC 1123 subdomain"},
 	{name: "three members on one kind node", rule: "kind-schedulable", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", 3) },
 		key: "etcd.members", value: "3", says: "must be at most kind.nodeZones (1)"},
 	{name: "members left to the default on kind", rule: "kind-schedulable", stack: "kind", edit: func(v map[string]any) { v[key("etcd")] = map[string]any{"volumeSize": "2Gi"} },
@@ -178,8 +227,16 @@ var refusals = []refusal{
 		key: "loadBalancer.timeout", value: "30s", says: "at least 60s"},
 	{name: "hub namespace kube-system", rule: "hub-namespace", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "kube-system") },
 		key: "hub.namespace", value: "kube-system", says: "kube-*"},
+	{name: "hub namespace default", rule: "hub-namespace", stack: "gke", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "default") },
+		key: "hub.namespace", value: "default", says: "other than default"},
+	{name: "hub namespace with a dot", rule: "hub-namespace", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "railgrid.system") },
+		key: "hub.namespace", value: "railgrid.system", says: "RFC 1123 label"},
+	{name: "hub namespace of 64 characters", rule: "hub-namespace", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", strings.Repeat("n", 64)) },
+		key: "hub.namespace", value: strings.Repeat("n", 64), says: "must be no more than 63 characters"},
 	{name: "hub secret name", rule: "hub-secret-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "secretName", "") },
 		key: "hub.secretName", value: "", says: "Secret name"},
+	{name: "hub secret name with an underscore", rule: "hub-secret-name", stack: "gke", edit: func(v map[string]any) { setIn(v, "hub", "secretName", "railgrid_kcp") },
+		key: "hub.secretName", value: "railgrid_kcp", says: "RFC 1123 subdomain"},
 	{name: "hub key", rule: "hub-secret-key", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "secretKey", "kubeconfig") },
 		key: "hub.secretKey", value: "kubeconfig", says: "admin.kubeconfig"},
 	{name: "hub validity", rule: "hub-validity", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "kubeconfigValidity", "365d") },
@@ -212,6 +269,24 @@ var refusals = []refusal{
 		key: "gke.nodePools.etcd.diskSizeGb", value: "0", says: "at least 10"},
 	{name: "gke snapshot schedule", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "hourly") },
 		key: "gke.snapshots.schedule", value: "hourly", says: "cron"},
+	{name: "gke schedule minute out of range", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "99 * * * *") },
+		key: "gke.snapshots.schedule", value: "99 * * * *", says: "above maximum (59)"},
+	{name: "gke schedule Sunday as 7", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.drillSchedule", "30 3 * * 7") },
+		key: "gke.snapshots.drillSchedule", value: "30 3 * * 7", says: "above maximum (6)"},
+	{name: "gke schedule with seconds", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "0 0 * * * *") },
+		key: "gke.snapshots.schedule", value: "0 0 * * * *", says: "expected exactly 5 fields"},
+	{name: "gke schedule empty", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "") },
+		key: "gke.snapshots.schedule", value: "", says: "empty spec string"},
+	{name: "gke schedule at reboot", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "@reboot") },
+		key: "gke.snapshots.schedule", value: "@reboot", says: "unrecognized descriptor"},
+	{name: "gke schedule with CRON_TZ", rule: "cron", stack: "gke", edit: func(v map[string]any) {
+		setIn(v, "gke", "snapshots.drillSchedule", "CRON_TZ=Europe/Brussels 30 3 * * *")
+	},
+		key: "gke.snapshots.drillSchedule", value: "CRON_TZ=Europe/Brussels 30 3 * * *", says: "spec.timeZone"},
+	{name: "gke schedule with TZ", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "TZ=UTC 0 * * * *") },
+		key: "gke.snapshots.schedule", value: "TZ=UTC 0 * * * *", says: "spec.timeZone"},
+	{name: "gke schedule on 30 February", rule: "cron", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.drillSchedule", "0 3 30 2 *") },
+		key: "gke.snapshots.drillSchedule", value: "0 3 30 2 *", says: "would never run"},
 	{name: "gke retention zero", rule: "retention", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.retentionDays", 0) },
 		key: "gke.snapshots.retentionDays", value: "0", says: "between 1 and 3650"},
 	{name: "gke gcloud tag empty", rule: "gcloud-tag", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.gcloudImageTag", "") },
@@ -224,8 +299,12 @@ var refusals = []refusal{
 		key: "gke.dns.existingResponsePolicy", value: "Shared_Policy", says: "response policy"},
 	{name: "gke gateway class empty", rule: "gateway-class", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.className", "") },
 		key: "gke.gateway.className", value: "", says: "GatewayClass"},
+	{name: "gke gateway class with an underscore", rule: "gateway-class", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.className", "gke_l7") },
+		key: "gke.gateway.className", value: "gke_l7", says: "RFC 1123 subdomain"},
 	{name: "retired shard not a name", rule: "retired-shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"Beta"}) },
 		key: "kcp.retiredShards[0]", value: "Beta", says: "name the shard had"},
+	{name: "retired shard starting with a digit", rule: "retired-shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"2beta"}) },
+		key: "kcp.retiredShards[0]", value: "2beta", says: "start with an alphabetic character"},
 	{name: "retired shard twice", rule: "retired-shard-name", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"beta", "beta"}) },
 		key: "kcp.retiredShards[1]", value: "beta", says: "listed twice"},
 	{name: "root shard retired", rule: "retired-root", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"root"}) },
@@ -251,6 +330,88 @@ var refusals = []refusal{
 		key: "kcp.rootShard.clusterIP", value: "10.96.0.110", says: "was 10.96.0.101"},
 	{name: "gke gateway certificate", rule: "gateway-certificate", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.certificateSecret", "kcp-tls") },
 		key: "gke.gateway", value: `certificateSecret="kcp-tls" certManagerClusterIssuer="letsencrypt"`, says: "exactly one"},
+	{name: "gke cluster issuer with a space", rule: "gateway-certificate", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.certManagerClusterIssuer", "lets encrypt") },
+		key: "gke.gateway.certManagerClusterIssuer", value: "lets encrypt", says: "RFC 1123 subdomain"},
+	{name: "gke certificate secret in capitals", rule: "gateway-certificate", stack: "gke", edit: func(v map[string]any) { useCertificateSecret(v, "KCP-TLS") },
+		key: "gke.gateway.certificateSecret", value: "KCP-TLS", says: "RFC 1123 subdomain"},
+}
+
+// acceptance is a config at the edge of a rule that the rule lets through: a shipped
+// stack with one edit.
+type acceptance struct {
+	name  string
+	stack string
+	edit  func(v map[string]any)
+}
+
+// acceptances hold values next to the refusals above that Kubernetes takes, so the
+// config takes them too.
+var acceptances = []acceptance{
+	{name: "kcp pre-release", stack: "kind", edit: func(v map[string]any) { setIn(v, "versions", "kcp", "v0.34.0-rc.1") }},
+	{name: "etcd pre-release", stack: "gke", edit: func(v map[string]any) { setIn(v, "versions", "etcd", "v3.7.0-alpha.0") }},
+	{name: "hostname label of 63 characters", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "kcp", "rootShard.hostname", strings.Repeat("r", 63)+".kcp.localhost")
+	}},
+	{name: "hostname labels starting with digits", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].hostname", "1-alpha.2kcp.example.com") }},
+	{name: "hostname top-level label with digits", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "frontProxy.hostname", "kcp.k8s") }},
+	{name: "shard name of 30 characters", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", strings.Repeat("s", 30)) }},
+	{name: "shard name of one letter", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "a") }},
+	{name: "shard name ending in a digit", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].name", "alpha-2") }},
+	{name: "retired shard of one letter", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "retiredShards", []any{"b"}) }},
+	{name: "CA secret name starting with a digit, with dots", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "1issuer.ca.v2", "key": "ca.crt"})
+	}},
+	{name: "CA secret key with capitals and underscores", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": "CA_Bundle-1.pem"})
+	}},
+	{name: "CA secret key a dot file", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": ".ca.crt"})
+	}},
+	{name: "etcd volume size 1.5Gi", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "1.5Gi") }},
+	{name: "etcd volume size 2G", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "2G") }},
+	{name: "etcd volume size in exponent form", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "5e10") }},
+	{name: "etcd volume size of one byte", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "1") }},
+	{name: "storage class starting with a digit", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "storageClass", "1-local-path") }},
+	{name: "storage class with dots", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "storageClass", "etcd.pd-ssd") }},
+	{name: "hub namespace starting with a digit", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "1railgrid") }},
+	{name: "hub namespace of 63 characters", stack: "gke", edit: func(v map[string]any) { setIn(v, "hub", "namespace", strings.Repeat("n", 63)) }},
+	{name: "hub secret name with dots", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "secretName", "railgrid.kcp.1") }},
+	{name: "schedule @hourly", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "@hourly") }},
+	{name: "schedule @every 6h", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "@every 6h") }},
+	{name: "schedule with day and month names", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.drillSchedule", "30 3 ? JAN-DEC MON-FRI") }},
+	{name: "schedule on 29 February", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.drillSchedule", "0 3 29 2 *") }},
+	{name: "schedule with steps and lists", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "snapshots.schedule", "*/15 0-6,18-23 * * *") }},
+	{name: "gateway class with dots", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.className", "gke-l7.example.com") }},
+	{name: "certificate secret with dots", stack: "gke", edit: func(v map[string]any) { useCertificateSecret(v, "kcp.tls") }},
+}
+
+// Each acceptance passes validation and declares the stack.
+func TestConfigAtTheEdgeOfARuleIsAccepted(t *testing.T) {
+	for _, tc := range acceptances {
+		t.Run(tc.name, func(t *testing.T) {
+			values := stackValues(t, tc.stack)
+			tc.edit(values)
+			rec, err := runValues(t, tc.stack, values, mockstack.Options{})
+			require.NoError(t, err)
+			require.NotEmpty(t, rec.Resources)
+		})
+	}
+}
+
+// longName is a DNS name of labels labels of 63 characters each.
+func longName(labels int) string {
+	parts := make([]string, labels)
+	for i := range parts {
+		parts[i] = strings.Repeat(string(rune('a'+i)), 63)
+	}
+	return strings.Join(parts, ".")
+}
+
+// useCertificateSecret makes the gke stack's listeners take their certificate from a
+// Secret instead of cert-manager.
+func useCertificateSecret(values map[string]any, name string) {
+	setIn(values, "gke", "gateway.certificateSecret", name)
+	delete(values[key("gke")].(map[string]any)["gateway"].(map[string]any), "certManagerClusterIssuer")
 }
 
 // Each refusal is refused before any resource is declared, with an error that names

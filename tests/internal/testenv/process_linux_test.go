@@ -39,16 +39,41 @@ func childPID(t *testing.T, prefix string) (*Process, int) {
 	return p, pid
 }
 
+// statFields returns the fields of /proc/<pid>/stat after the command name: state,
+// ppid, pgrp, session, ...
+func statFields(pid int) ([]string, error) {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil, err
+	}
+	s := string(stat)
+	return strings.Fields(s[strings.LastIndex(s, ")")+1:]), nil
+}
+
+// waitOwnSession waits until pid leads a session of its own. The shell writes the pid
+// file once it has forked the child, which runs setsid only after that; until then the
+// child is still in the shell's group, and killing the group would end it.
+func waitOwnSession(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fields, err := statFields(pid)
+		if err == nil && len(fields) > 3 && fields[3] == strconv.Itoa(pid) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d has not left the shell's session after 10s (stat %v, %v)", pid, fields, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // goneWithin waits up to d for pid to be gone or a zombie (killed, not yet reaped).
 func goneWithin(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if err != nil {
-			return true
-		}
-		s := string(stat)
-		if fields := strings.Fields(s[strings.LastIndex(s, ")")+1:]); len(fields) > 0 && fields[0] == "Z" {
+		fields, err := statFields(pid)
+		if err != nil || (len(fields) > 0 && fields[0] == "Z") {
 			return true
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -72,12 +97,14 @@ func TestStopEndsTheWholeProcessGroup(t *testing.T) {
 // killing the group does not.
 func TestKillTreeEndsChildrenInOtherGroups(t *testing.T) {
 	p, child := childPID(t, "setsid")
+	waitOwnSession(t, child)
 	KillGroup(p.cmd)
 	<-p.Done()
 	if goneWithin(child, time.Second) {
 		t.Fatalf("killing the group ended the setsid child %d too; the test shows nothing", child)
 	}
 	p2, child2 := childPID(t, "setsid")
+	waitOwnSession(t, child2)
 	KillTree(p2.cmd)
 	<-p2.Done()
 	if !goneWithin(child2, 10*time.Second) {
