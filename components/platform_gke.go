@@ -214,7 +214,7 @@ func (g *GKEPlatform) Provider() pulumi.ProviderResource { return g.provider }
 
 func (g *GKEPlatform) HelmReleaseHooks() pulumi.ResourceOption { return g.helmHooks }
 
-// CertManager: on GKE cert-manager is a prerequisite of the cluster (see README).
+// CertManager: on GKE cert-manager is a prerequisite of the cluster (docs/gke.md).
 func (g *GKEPlatform) CertManager() []pulumi.Resource { return nil }
 
 // EtcdPlacement: the dedicated etcd pool and the Retain pd-ssd StorageClass.

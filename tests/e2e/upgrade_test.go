@@ -48,8 +48,8 @@ func watchUpgradeOrder(ctx context.Context, c *cluster, version string) (stop fu
 }
 
 // report logs the order the cluster saw. It is an observation, not an assertion: the
-// program cannot enforce this order through the operator (README, "Upgrading in
-// lockstep"). The RootShard's Available condition is copied from the Deployment's replica
+// program cannot enforce this order through the operator (docs/operations.md, "Upgrading
+// in lockstep"). The RootShard's Available condition is copied from the Deployment's replica
 // counts without observedGeneration and stamped with the RootShard's generation, so the
 // provider's wait for Available passes while root-kcp still rolls, and the Shard and
 // FrontProxy, which depend on the RootShard, are updated right away.
@@ -68,7 +68,7 @@ func (o *upgradeOrder) report(t *testing.T) {
 		case x.at.IsZero():
 			t.Errorf("%s never got the new version", x.what)
 		case o.rootReady.IsZero() || x.at.Before(o.rootReady):
-			t.Logf("upgrade order (known gap, see README): %s got the new version at %s, before root-kcp's new pods were Ready (%s)",
+			t.Logf("upgrade order (known gap, see docs/operations.md): %s got the new version at %s, before root-kcp's new pods were Ready (%s)",
 				x.what, x.at.Format("15:04:05.000"), orNever(o.rootReady))
 		default:
 			t.Logf("upgrade order: %s got the new version %s after root-kcp's new pods were Ready", x.what, x.at.Sub(o.rootReady).Round(time.Millisecond))
