@@ -38,12 +38,11 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 		Kubernetes: edgeapi.EnvoyProxyKubernetes{EnvoyService: edgeapi.EnvoyService{
 			Type: "NodePort",
 			// Not Envoy Gateway's default Local: with Local, Envoy Gateway (v1.9) takes the
-			// Gateway's address from the nodes with a Ready Envoy endpoint, and it does not
-			// recompute it when the EndpointSlice changes, only when the Envoy Deployment
-			// does. When the Deployment's status arrives first, the Gateway stays
-			// AddressNotAssigned and never Programmed (seen in the end-to-end test).
-			// With Cluster it takes every node's address, and TLS passthrough to kcp needs
-			// no client source address.
+			// Gateway's address from the nodes with a Ready Envoy endpoint, and recomputes it
+			// when the Envoy Deployment changes but not when the EndpointSlice does, so a
+			// Deployment status that comes first leaves the Gateway AddressNotAssigned for
+			// ever. With Cluster it takes every node's address, and TLS passthrough to kcp
+			// needs no client source address.
 			ExternalTrafficPolicy: "Cluster",
 			Patch:                 &edgeapi.ServicePatch{Type: "StrategicMerge"},
 		}},

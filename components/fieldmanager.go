@@ -39,7 +39,8 @@ func forcedApplyExcluded(resourceType string) bool {
 // withStableFieldManager is a transformation for every resource of the stack: it sets
 // FieldManager on each Kubernetes object, and patchForce on the objects this program
 // alone writes, so that a stack created with the provider's random managers moves its
-// fields over to FieldManager on its first up (see the README, "After a killed up").
+// fields over to FieldManager on its first up (docs/operations.md, "After a killed or
+// interrupted up").
 func withStableFieldManager(args *pulumi.ResourceTransformationArgs) *pulumi.ResourceTransformationResult {
 	add := map[string]string{fieldManagerAnnotation: FieldManager}
 	if !forcedApplyExcluded(args.Type) {

@@ -14,9 +14,9 @@ const helmReleaseType = "kubernetes:helm.sh/v3:Release"
 // HelmRelease is the Kubernetes provider's Helm release (kubernetes:helm.sh/v3:Release),
 // declared here with the fields this program sets. The SDK's helm/v3 package declares the
 // same resource, but it also holds the v3 Chart component, which imports every API group
-// of the Kubernetes SDK: 59 packages of generated Go that the program never uses, and
-// most of its compile time (measured in the README). The inputs the engine receives are
-// the SDK's: the same type token, property names, `compat` flag and provider version.
+// of the Kubernetes SDK: generated Go that the program never uses and would spend most of
+// its compile time on. The inputs the engine receives are the SDK's: the same type token,
+// property names, `compat` flag and provider version.
 type HelmRelease struct {
 	pulumi.CustomResourceState
 

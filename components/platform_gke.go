@@ -218,7 +218,7 @@ func (g *GKEPlatform) HelmReleaseHooks() pulumi.ResourceOption { return g.helmHo
 
 func (g *GKEPlatform) ClusterAccess() clusterAccess { return g.access }
 
-// CertManager: on GKE cert-manager is a prerequisite of the cluster (see README).
+// CertManager: on GKE cert-manager is a prerequisite of the cluster (docs/gke.md).
 func (g *GKEPlatform) CertManager() []pulumi.Resource { return nil }
 
 // EtcdPlacement: the dedicated etcd pool and the Retain pd-ssd StorageClass.

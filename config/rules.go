@@ -6,12 +6,12 @@ import (
 )
 
 // Rule is one thing a stack config is refused for. Every refusal names its rule; the
-// README's table of what is refused is generated from Rules, and the refusal tests walk
-// Rules so that a rule without a refusal test fails them.
+// table of what is refused in docs/configuration.md is generated from Rules, and the
+// refusal tests walk Rules so that a rule without a refusal test fails them.
 type Rule struct {
-	// ID names the rule in tests and in the README.
+	// ID names the rule in tests and in docs/configuration.md.
 	ID string
-	// Keys are the config keys the rule checks, as the README writes them.
+	// Keys are the config keys the rule checks, as docs/configuration.md writes them.
 	Keys string
 	// Refuses says what is refused and why; an error says it again for one value.
 	Refuses string
@@ -34,7 +34,7 @@ func Rules() []Rule {
 	return out
 }
 
-// RulesMarkdown is the README's table of refusals, generated from Rules.
+// RulesMarkdown is docs/configuration.md's table of refusals, generated from Rules.
 func RulesMarkdown() string {
 	var b strings.Builder
 	b.WriteString("| rule | keys | refused when |\n|---|---|---|\n")
@@ -44,8 +44,8 @@ func RulesMarkdown() string {
 	return b.String()
 }
 
-// The rules, in one table. Keep README.md in step with `go test ./tests -run
-// TestREADMEListsEveryRule -update-readme`.
+// The rules, in one table. Keep docs/configuration.md in step with `go test ./tests -run
+// TestConfigurationDocListsEveryRule -update-docs`.
 var (
 	// Keys and types.
 	ruleUnknownKey = newRule("unknown-key", "any key under `railgrid-kcp:`",

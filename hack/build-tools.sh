@@ -16,10 +16,9 @@
 #                                         and prints its port); builds nothing
 #   hack/build-tools.sh list              print the groups, versions and binaries
 #
-# Groups, in the order `all` builds them (cold times: README, "The two commands that
-# matter"). Every group's cache directory names its version and a hash of its module's
-# go.mod and go.sum, so a moved dependency rebuilds it, and a hash of the build flags
-# (hack/goflags.sh: no cgo, no inlining), which the tests share.
+# Groups, in the order `all` builds them. Every group's cache directory names its version
+# and a hash of its module's go.mod and go.sum, so a moved dependency rebuilds it, and a
+# hash of the build flags (hack/goflags.sh: no cgo, no inlining), which the tests share.
 #   kube        kube-apiserver, kube-controller-manager, kube-scheduler (tools/kube; its
 #               shared libraries are pinned to the program's versions, so the program's
 #               tests and the control plane share their compile)

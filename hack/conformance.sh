@@ -21,5 +21,5 @@ command -v etcd >/dev/null || { echo "conformance: etcd not found after build" >
 # As .ci/run compiles (hack/goflags.sh), so the test reuses the libraries compiled for
 # the tools and the language host.
 . "$ROOT/hack/goflags.sh"
-# -vet=off: vetting is `go vet ./...`'s job (README, "The two commands that matter").
+# -vet=off: vetting is `go vet ./...`'s job (docs/testing.md, "What CI runs").
 exec go test -vet=off ./tests/conformance/ -count=1 -v -timeout 30m "$@"

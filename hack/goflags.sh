@@ -8,20 +8,13 @@
 # - -trimpath: the Go language host builds main.go with -trimpath (tests/langhost);
 # - -gcflags=all=-l: no inlining. The tools are test servers (kube-apiserver, the
 #   controllers, the Pulumi CLI and provider), not what ships: the same code, slower to
-#   run, much cheaper to compile (measured alone: k8s.io/api/core/v1 7.6 s of CPU instead
-#   of 22.3 s; client-go with the standard library 205 s instead of 252 s). Users'
-#   `pulumi up` builds main.go with Go's defaults; these flags never reach it.
+#   run, much cheaper to compile. Users' `pulumi up` builds main.go with Go's defaults;
+#   these flags never reach it.
 # - -gcflags=std=: except the standard library, which keeps Go's default inlining (for a
-#   package that matches both patterns the later one wins). It is compiled once for all
-#   (about 24 s more CPU), and it is where the servers spend their time at run time: the
-#   runtime's allocator and GC, encoding/json, crypto. A JSON round trip of the Envoy
-#   Gateway CRDs took 0.46 s with everything at -l, 0.35 s with the standard library
-#   inlined.
+#   package that matches both patterns the later one wins). It is compiled once for all,
+#   and it is where the servers spend their time at run time: the runtime's allocator
+#   and GC, encoding/json, crypto.
 # - CGO_ENABLED=0: cgo changes package net and with it every package above it.
-# GOGC=200: the compiler and the test servers collect garbage half as often. Measured on
-# the largest package (pulumi-kubernetes core/v1), three times each: 46 s of CPU instead
-# of 52 s, 6% more memory (2.4 GB); two builds side by side from empty caches (client-go
-# and that package): 617 s instead of 630 s, within run-to-run noise; a JSON round trip:
-# 0.26 s of CPU instead of 0.37 s.
-# GOGC changes no compiled output, so it is not part of any cache key.
+# GOGC=200: the compiler and the test servers collect garbage half as often, for a little
+# more memory. GOGC changes no compiled output, so it is not part of any cache key.
 export GOFLAGS="-trimpath -gcflags=all=-l -gcflags=std=" CGO_ENABLED=0 GOGC=200

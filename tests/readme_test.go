@@ -1,42 +1,58 @@
 package tests
 
 import (
-	"flag"
+	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/plan"
 )
 
-var updateREADME = flag.Bool("update-readme", false, "rewrite README.md's table of config rules from config.Rules")
+// README.md draws each stack's dependency graph as `cmd/plan -format mermaid` prints it
+// (the graph of -format graph folded into the components), generated here from the
+// program so that it cannot go stale.
+func TestREADMEShowsEachStacksDependencyGraph(t *testing.T) {
+	for _, stack := range stacks {
+		var b bytes.Buffer
+		require.NoError(t, plan.WriteMermaid(&b, runStack(t, stack)))
+		graph := b.String()
+		for _, want := range []string{"flowchart LR\n", "KcpRootShard railgrid-kcp-root", "KcpShard railgrid-kcp-shard-alpha", "FrontProxy railgrid-kcp-frontproxy",
+			"HubKubeconfig railgrid-kcp-hub", "KcpEdge railgrid-kcp-edge", "critical path (bold): StatefulSet etcd-root, RootShard root"} {
+			require.Contains(t, graph, want, stack)
+		}
+		generatedBlock(t, "README.md", "dependency graph: "+stack, "```mermaid\n"+graph+"```\n",
+			"go test ./tests -run TestREADMEShowsEachStacksDependencyGraph -update-docs")
+	}
+}
 
-const (
-	rulesBegin = "<!-- config rules: begin -->\n"
-	rulesEnd   = "<!-- config rules: end -->"
-)
+// The README's test command is the one .ci/run runs: the same tool groups on PATH, go vet
+// of every package, then the same go test line, with the build flags of hack/goflags.sh.
+func TestREADMERunsTheTestsAsCIDoes(t *testing.T) {
+	readme := readRepoFile(t, "README.md")
+	ci := readRepoFile(t, ".ci/run")
 
-// README.md's table of what the config refuses is the table config.Rules generates: a
-// rule added, changed or removed without the README fails here.
-func TestREADMEListsEveryRule(t *testing.T) {
-	path := filepath.Join("..", "README.md")
-	data, err := os.ReadFile(path)
+	ciTools := regexp.MustCompile(`(?m)^tools=\(([^)]*)\)$`).FindStringSubmatch(ci)
+	require.NotNil(t, ciTools, ".ci/run lists no tools=(...)")
+	readmeTools := regexp.MustCompile(`eval "\$\(hack/build-tools\.sh env ([^)]*)\)"`).FindStringSubmatch(readme)
+	require.NotNil(t, readmeTools, "README.md has no eval \"$(hack/build-tools.sh env ...)\" line")
+	require.Equal(t, strings.Fields(ciTools[1]), strings.Fields(readmeTools[1]), "README.md puts other tool groups on PATH than .ci/run")
+
+	require.Regexp(t, `(?m)^\. hack/goflags\.sh$`, ci)
+	require.Regexp(t, `(?m)^go vet \./\.\.\. `, ci)
+	ciTest := regexp.MustCompile(`(?m)^(go test [^|\n]*?) \|\| status=\$\?$`).FindStringSubmatch(ci)
+	require.NotNil(t, ciTest, ".ci/run has no go test line")
+	want := "(. hack/goflags.sh && go vet ./... && " + ciTest[1] + ")"
+	require.Contains(t, readme, want, "README.md's test command is not .ci/run's")
+}
+
+func readRepoFile(t *testing.T, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(file)))
 	require.NoError(t, err)
-	readme := string(data)
-	begin, end := strings.Index(readme, rulesBegin), strings.Index(readme, rulesEnd)
-	require.True(t, begin >= 0 && end > begin, "README.md lacks the markers %q and %q", rulesBegin, rulesEnd)
-	want := config.RulesMarkdown()
-	for _, r := range config.Rules() {
-		require.Contains(t, want, "| `"+r.ID+"` |", "the generated table lacks rule %s", r.ID)
-	}
-	if *updateREADME {
-		readme = readme[:begin+len(rulesBegin)] + want + readme[end:]
-		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
-		return
-	}
-	require.Equal(t, want, readme[begin+len(rulesBegin):end],
-		"README.md's table of config rules differs from config.Rules; run go test ./tests -run TestREADMEListsEveryRule -update-readme")
+	return string(data)
 }

@@ -14,7 +14,7 @@ import (
 // (tools/provider) all compile the Kubernetes client libraries. Go reuses a compiled
 // package only when the package and everything below it are the same versions, so one
 // module a version apart anywhere under k8s.io/client-go makes a cold .ci/run compile the
-// whole client stack again: minutes on two cores (README, "The two commands that matter").
+// whole client stack again (docs/testing.md, "Tool builds and caches").
 // A tool's go.mod that drifts from the program's versions fails here.
 func TestToolsShareTheProgramsKubernetesLibraries(t *testing.T) {
 	shared := kubernetesLibraryModules(t)

@@ -120,6 +120,50 @@ func TestGraphEndsWithTheCriticalPath(t *testing.T) {
 	}
 }
 
+// -format mermaid draws the components, not the composition that holds them, with an
+// arrow from what is awaited to what waits for it.
+func TestMermaidFoldsTheGraphIntoTheComponents(t *testing.T) {
+	code, out, errOut := runPlan(t, "-stack", "kind", "-config", stackFile("kind"), "-format", "mermaid")
+	if code != 0 || !strings.HasPrefix(out, "flowchart LR\n") {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	labels := map[string]string{}
+	arrows := map[[2]string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if id, rest, ok := strings.Cut(line, "[\""); ok {
+			labels[id] = strings.TrimSuffix(rest, "\"]")
+		}
+		if from, to, ok := strings.Cut(line, " --> "); ok {
+			for _, d := range strings.Split(to, " & ") {
+				arrows[[2]string{labels[from], labels[d]}] = true
+			}
+		}
+	}
+	if len(labels) == 0 {
+		t.Fatalf("no nodes:\n%s", out)
+	}
+	for _, l := range labels {
+		if strings.HasPrefix(l, "KcpPlatform ") {
+			t.Errorf("the composition is drawn as a node: %s", l)
+		}
+	}
+	root, operator, etcdRoot, shard := "KcpRootShard railgrid-kcp-root", "KcpOperator railgrid-kcp-operator", "EtcdCluster railgrid-kcp-etcd-root", "KcpShard railgrid-kcp-shard-alpha"
+	for _, want := range [][2]string{{operator, root}, {etcdRoot, root}, {root, shard}} {
+		if !arrows[want] {
+			t.Errorf("no arrow %s --> %s:\n%s", want[0], want[1], out)
+		}
+	}
+	for _, wrong := range [][2]string{{root, etcdRoot}, {shard, root}, {root, operator}} {
+		if arrows[wrong] {
+			t.Errorf("arrow %s --> %s runs the wrong way", wrong[0], wrong[1])
+		}
+	}
+	if !strings.Contains(out, "%% critical path (bold): StatefulSet etcd-root, RootShard root, FrontProxy frontproxy, Kubeconfig") {
+		t.Errorf("no critical path:\n%s", out)
+	}
+}
+
 func TestInvalidConfigExitsTwoWithEveryErrorAndNoOutput(t *testing.T) {
 	data, err := os.ReadFile(stackFile("kind"))
 	if err != nil {

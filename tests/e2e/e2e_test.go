@@ -228,12 +228,12 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		// to the hub's credential.
 		t.Logf("first up (empty stack to hub Secret): %s in %s", changeCounts(summaryOf(res.Summary)), time.Since(start).Round(time.Second))
 		checkOrder(t, p, log)
-		// README, "State backend and secrets provider": the provider leaves copies of its
+		// docs/gke.md, "State backend and secrets provider": the provider leaves copies of its
 		// kubeconfig in $TMPDIR. This finds them in the TMPDIR the test gave the CLI (so
 		// they go with the test's cleanup), and fails if the provider stops writing them.
 		copies, _ := filepath.Glob(filepath.Join(s.tmpDir, "kubeconfig*"))
 		if len(copies) == 0 {
-			t.Errorf("no kubeconfig copy of the provider in the CLI's TMPDIR %s: the README's note on them is out of date", s.tmpDir)
+			t.Errorf("no kubeconfig copy of the provider in the CLI's TMPDIR %s: the note on them in docs/gke.md is out of date", s.tmpDir)
 		}
 	})
 	if !upOK {

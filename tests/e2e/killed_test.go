@@ -46,8 +46,8 @@ type killPoint struct {
 	name      string
 	arm       func(steps map[string]*step) bool // the engine is where the kill should land
 	inCluster func(ctx context.Context) bool    // the object being created has reached the API server
-	// settle is how long to wait once armed: past the CLI's first state write (a kill
-	// at that moment once left the file backend's state unreadable: see the README).
+	// settle is how long to wait once armed: past the CLI's first state write, where a
+	// kill can leave the file backend's state unreadable (docs/operations.md).
 	settle time.Duration
 	landed func(t *testing.T, steps map[string]*step)
 	// leavesHelmPending: the kill lands while Helm installs, so it must leave Helm's
@@ -83,7 +83,7 @@ func (s *e2eStack) locks() []string {
 // After each kill the test records the backend's lock and the pending operations, runs
 // `pulumi cancel` if a lock was left (the file backend needs it), `pulumi refresh
 // --clear-pending-creates` if creates were left pending, and starts the next up: the
-// README's three commands, and nothing else.
+// three commands of docs/operations.md, and nothing else.
 func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	e := newEnv(t, ctx, bins, src, envOptions{externalApprover: true})
 	s, p := e.stack, e.plan
@@ -163,9 +163,9 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	}, {
 		// The routes wait for the Gateway, which waits for every kcp server to be
 		// Available; the Kubeconfig waits only for the front proxy. Which finishes first
-		// was a race (lost once: the shard became Available as the Kubeconfig did), so
-		// the test holds the Kubeconfig's certificate (requestApprover) from this up
-		// until kill 3 has landed: its create cannot finish before either kill.
+		// is a race, so the test holds the Kubeconfig's certificate (requestApprover)
+		// from this up until kill 3 has landed: its create cannot finish before either
+		// kill.
 		name:      "2-while-the-edge-routes-are-created",
 		arm:       func(st map[string]*step) bool { return started(st, routes[0]) },
 		inCluster: exists(tlsRouteGVR, components.NamespaceKcp, "kcp-root"),
@@ -257,8 +257,8 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			}()
 			// A kill while the file backend writes the state's attribute sidecar
 			// (gocloud fileblob setAttrs: create, then write) leaves it empty, and every
-			// command then fails with "failed to load checkpoint: EOF". Seen once; the
-			// README gives the repair, which the test applies and reports.
+			// command then fails with "failed to load checkpoint: EOF". The test applies
+			// the repair docs/operations.md gives, and reports it.
 			_ = filepath.WalkDir(filepath.Join(s.stateDir, ".pulumi", "stacks"), func(path string, de os.DirEntry, err error) error {
 				if info, ierr := os.Stat(path); err == nil && ierr == nil && !de.IsDir() && strings.HasSuffix(path, ".attrs") && info.Size() == 0 {
 					t.Logf("MANUAL STEP (file backend): the kill left the empty attribute file %s; removing it", filepath.Base(path))

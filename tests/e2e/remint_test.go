@@ -90,8 +90,8 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 		gen, cred.Cert.SerialNumber, cred.Cert.NotBefore.UTC().Format(time.RFC3339), start.UTC().Format(time.RFC3339), cred.Cert.Subject.OrganizationalUnit)
 
 	// The previous generation's Kubeconfig object is gone; its Certificate and Secrets
-	// stay in kcp-system (the operator neither owns nor deletes them), which the README
-	// says: the old certificate stays valid until it expires.
+	// stay in kcp-system (the operator neither owns nor deletes them), which
+	// docs/operations.md says: the old certificate stays valid until it expires.
 	prev := components.KubeconfigObjectName(gen - 1)
 	if _, err := e.c.dyn.Resource(kubeconfigGVR).Namespace(components.NamespaceKcp).Get(ctx, prev, metav1.GetOptions{}); err == nil {
 		t.Errorf("the previous generation's Kubeconfig %s is still there", prev)
@@ -101,7 +101,7 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(left, func(l string) bool { return strings.Contains(l, "kubeconfig-cert-"+prev+",") }) {
-		t.Errorf("the previous generation's Certificate kubeconfig-cert-%s is gone, but the README says it stays: %v", prev, left)
+		t.Errorf("the previous generation's Certificate kubeconfig-cert-%s is gone, but docs/operations.md says it stays: %v", prev, left)
 	}
 	t.Logf("left in %s after re-mint %d:%s", components.NamespaceKcp, gen, indent(left))
 

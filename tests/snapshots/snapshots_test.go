@@ -79,7 +79,7 @@ func findTools(t *testing.T, root string) tools {
 		t.Fatalf("missing %s: run hack/build-tools.sh etcdtools fakegcs (or set %s=1 to skip)", strings.Join(missing, ", "), envSkip)
 	}
 	if tl.gcloud, err = exec.LookPath("gcloud"); err != nil {
-		t.Fatalf("gcloud is not on PATH: install the Google Cloud CLI (see README, Proving it offline) or set %s=1 to skip", envSkip)
+		t.Fatalf("gcloud is not on PATH: install the Google Cloud CLI (see docs/testing.md) or set %s=1 to skip", envSkip)
 	}
 	return tl
 }

@@ -2,10 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,12 +11,10 @@ import (
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 )
 
-var updateREADMEPlan = flag.Bool("update-readme-plan", false, "rewrite README.md's offline plan changes of adding and retiring beta")
-
-// README.md shows what `cmd/plan -format changes` prints for adding the shard beta to
-// the kind stack and for retiring it; the excerpts are generated here from the program,
-// so they cannot go stale.
-func TestREADMEShowsThePlanChangesOfAddingAndRetiringAShard(t *testing.T) {
+// docs/operations.md shows what `cmd/plan -format changes` prints for adding the shard
+// beta to the kind stack and for retiring it; the excerpts are generated here from the
+// program, so they cannot go stale.
+func TestOperationsDocShowsThePlanChangesOfAddingAndRetiringAShard(t *testing.T) {
 	shipped := stackValues(t, "kind")
 	withBeta := stackValues(t, "kind")
 	addShard(withBeta, "beta", "beta.kcp.localhost", "10.96.0.103")
@@ -52,27 +46,7 @@ func TestREADMEShowsThePlanChangesOfAddingAndRetiringAShard(t *testing.T) {
 		require.Contains(t, retire, want)
 	}
 	for name, text := range map[string]string{"add beta": add, "retire beta": retire} {
-		updateOrCompareREADMEBlock(t, "plan changes: "+name, text)
+		generatedBlock(t, "docs/operations.md", "plan changes: "+name, "```diff\n"+text+"```\n",
+			"go test ./tests -run TestOperationsDocShowsThePlanChanges -update-docs")
 	}
-}
-
-// updateOrCompareREADMEBlock checks (or, with -update-readme-plan, rewrites) the fenced
-// block of README.md between "<!-- <marker>: begin -->" and "<!-- <marker>: end -->".
-func updateOrCompareREADMEBlock(t *testing.T, marker, text string) {
-	t.Helper()
-	path := filepath.Join("..", "README.md")
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	readme := string(data)
-	beginMark, endMark := "<!-- "+marker+": begin -->\n", "<!-- "+marker+": end -->"
-	begin, end := strings.Index(readme, beginMark), strings.Index(readme, endMark)
-	require.True(t, begin >= 0 && end > begin, "README.md lacks the markers %q and %q", beginMark, endMark)
-	want := "```diff\n" + text + "```\n"
-	if *updateREADMEPlan {
-		readme = readme[:begin+len(beginMark)] + want + readme[end:]
-		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
-		return
-	}
-	require.Equal(t, want, readme[begin+len(beginMark):end],
-		"README.md's %s differs from cmd/plan -format changes; run go test ./tests -run TestREADMEShowsThePlanChanges -update-readme-plan", marker)
 }
