@@ -68,7 +68,7 @@ func kcpContainers(ctx context.Context, c *cluster, namespace string) ([]kcpCont
 			if len(ctr.Command) == 0 || kcpImageBinaries[ctr.Command[0]] == "" {
 				continue
 			}
-			k := kcpContainer{Deployment: d.Namespace + "/" + d.Name, Container: ctr.Name, Component: d.Labels[components.LabelComponent],
+			k := kcpContainer{Deployment: d.Namespace + "/" + d.Name, Container: ctr.Name, Component: d.Spec.Template.Labels[components.LabelComponent],
 				Command: ctr.Command, Args: ctr.Args}
 			for _, m := range ctr.VolumeMounts {
 				k.Mounts = append(k.Mounts, m.MountPath)
@@ -119,11 +119,25 @@ type kcpRun struct {
 // second; a server that got past both would keep running.
 const kcpRunTimeout = 60 * time.Second
 
+// isolatedNetwork is the network a command line runs in: a network namespace of the
+// test's own (unshare --net) with loopback and one veth pair whose two ends are both
+// inside it. kcp needs a default route to pick the address it advertises, as in a pod;
+// here that route leads to the pair's other end, which has no address and answers
+// nothing, so nothing kcp dials (etcd, DNS) leaves the namespace. The script checks that
+// these are the only interfaces before it runs the binary, and exits 97 if not.
+const isolatedNetwork = `set -e
+ip link set lo up
+ip link add v0 type veth peer name v1
+ip link set v0 up
+ip link set v1 up
+ip addr add 192.0.2.10/24 dev v0
+ip route add default via 192.0.2.1 dev v0
+[ "$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')" = "lo v0 v1 " ] || exit 97
+exec "$0" "$@"`
+
 // runKcpCommandLine runs one container's command line through the built binary, with
-// extra appended to its args, and classifies how it ended. It runs in a network namespace
-// of its own with only a loopback interface (not even up), so nothing it dials (etcd,
-// DNS) can leave the machine, and in a scratch working directory (the operator passes
-// --root-directory= empty).
+// extra appended to its args, and classifies how it ended. It runs in isolatedNetwork and
+// in a scratch working directory (the operator passes --root-directory= empty).
 func runKcpCommandLine(ctx context.Context, bins binaries, k kcpContainer, extra ...string) (kcpRun, error) {
 	name := kcpImageBinaries[k.Command[0]]
 	bin := bins.kcpServers[name]
@@ -138,10 +152,10 @@ func runKcpCommandLine(ctx context.Context, bins binaries, k kcpContainer, extra
 	defer os.RemoveAll(dir)
 	rctx, cancel := context.WithTimeout(ctx, kcpRunTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(rctx, bin, args...)
+	cmd := exec.CommandContext(rctx, "unshare", append([]string{"--net", "sh", "-c", isolatedNetwork, bin}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	runErr := cmd.Run()
@@ -154,6 +168,9 @@ func runKcpCommandLine(ctx context.Context, bins binaries, k kcpContainer, extra
 	var exit *exec.ExitError
 	if runErr != nil && !errors.As(runErr, &exit) {
 		return kcpRun{}, fmt.Errorf("starting %s for %s: %w", bin, k, runErr)
+	}
+	if exit != nil && exit.ExitCode() == 97 {
+		return kcpRun{}, fmt.Errorf("the network namespace for %s is not the isolated one: %s", k, out.String())
 	}
 	return classifyKcpRun(out.String(), runErr == nil, k.Mounts), nil
 }
