@@ -183,27 +183,32 @@ func waitForKcpRollout(ctx context.Context, cfg *rest.Config, server kcpServer, 
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// Each read has its own bound, so the last one before the deadline is never cut short
+	// and the error reports what was last seen, not the cut.
+	deadline := time.Now().Add(timeout)
 	var last []string
 	for {
-		pending, err := kcpRolloutPending(ctx, c, server)
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		pending, err := kcpRolloutPending(rctx, c, server)
+		cancel()
 		switch {
 		case err == nil && len(pending) == 0:
 			return nil
 		case err == nil:
 			last = pending
 		case ctx.Err() == nil:
-			last = []string{err.Error()} // read again until the timeout
+			last = []string{err.Error()} // read again until the deadline
 		}
-		select {
-		case <-ctx.Done():
+		if ctx.Err() != nil || !time.Now().Before(deadline) {
 			return fmt.Errorf("%s %s/%s: its new spec is applied, but the operator has not rolled it out after %s: %s. "+
 				"Look at `kubectl -n %s rollout status deploy/%s` and at the operator's logs (`kubectl -n %s logs deploy/%s`); "+
 				"once it has rolled out, run `pulumi up` again: it updates what waits for it, checking the root shard first",
 				server.Kind, NamespaceKcp, server.Name, timeout, strings.Join(last, "; "),
 				NamespaceKcp, server.deployments[0].Name, NamespaceOperator, OperatorReleaseName)
-		case <-time.After(every):
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(every, time.Until(deadline))):
 		}
 	}
 }
