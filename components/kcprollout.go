@@ -302,15 +302,21 @@ func deploymentPending(ctx context.Context, kube kubernetes.Interface, name, ima
 	st := d.Status
 	counts := fmt.Sprintf("%s/%s: %d of %d replicas updated, %d ready, %d available", NamespaceKcp, name, st.UpdatedReplicas, want, st.ReadyReplicas, st.AvailableReplicas)
 	var stale []string
+	current := false
 	for _, c := range d.Spec.Template.Spec.Containers {
 		repo, _, _ := strings.Cut(image, ":")
-		if strings.HasPrefix(c.Image, repo+":") && c.Image != image {
+		switch {
+		case c.Image == image:
+			current = true
+		case strings.HasPrefix(c.Image, repo+":"):
 			stale = append(stale, fmt.Sprintf("container %s runs %s, not %s", c.Name, c.Image, image))
 		}
 	}
 	switch {
 	case len(stale) > 0:
 		return counts + "; the operator has not moved it to the new image (" + strings.Join(stale, ", ") + ")", nil
+	case !current:
+		return counts + "; no container runs " + image, nil
 	case st.ObservedGeneration < d.Generation:
 		return counts + fmt.Sprintf("; generation %d not observed yet", d.Generation), nil
 	case st.UpdatedReplicas != want || st.ReadyReplicas != want || st.AvailableReplicas != want:

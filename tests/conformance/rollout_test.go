@@ -180,6 +180,11 @@ func TestKcpRolloutWaitReadsWhatTheOperatorWrites(t *testing.T) {
 	render(spec)
 	require.ErrorContains(t, wait(), "the operator has not moved it to the new image (container kcp runs "+image)
 
+	// Rolled out, but from another repository than the spec names.
+	deployment(kcpName, "registry.example/kcp-dev/kcp:"+bumped, 2, 2)
+	deployment(proxyName, "ghcr.io/kcp-dev/kcp:"+bumped, 2, 2)
+	require.ErrorContains(t, wait(), "kcp-system/root-kcp: 2 of 2 replicas updated, 2 ready, 2 available; no container runs ghcr.io/kcp-dev/kcp:"+bumped)
+
 	// The new image rolled out on both: done.
 	deployment(kcpName, "ghcr.io/kcp-dev/kcp:"+bumped, 2, 2)
 	deployment(proxyName, "ghcr.io/kcp-dev/kcp:"+bumped, 2, 2)
