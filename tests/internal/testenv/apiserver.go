@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,15 @@ type APIServerOptions struct {
 	// Name names the etcd member, the CA and the admin user ("<Name>-admin"), so that a
 	// log or a certificate says which test it belongs to.
 	Name string
+	// BindAddress is the one address the API server listens on and advertises: Loopback
+	// (the default), or for a cluster with a real node the node network's gateway, so
+	// that pods reach it through the kubernetes Service and it reaches the kubelet.
+	BindAddress string
+	// DefaultNodeSelector, when set, is the node selector the PodNodeSelector admission
+	// plugin gives every pod of a namespace without its own
+	// (scheduler.alpha.kubernetes.io/node-selector): how a test places pods on a real or
+	// a simulated node without changing what the program declares.
+	DefaultNodeSelector string
 }
 
 // APIServer is an etcd and a kube-apiserver serving on loopback, stopped when the test
@@ -61,11 +71,24 @@ type APIServer struct {
 // kernel kills them (parent-death signal, on Linux).
 func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *APIServer {
 	t.Helper()
-	ports := freePorts(t, 3)
-	etcdClient, etcdPeer, apiPort := ports[0], ports[1], ports[2]
-	s := &APIServer{Host: "https://" + net.JoinHostPort(Loopback, strconv.Itoa(apiPort)), name: opts.Name}
+	bind := opts.BindAddress
+	if bind == "" {
+		bind = Loopback
+	}
+	ports := freePorts(t, 2)
+	etcdClient, etcdPeer, apiPort := ports[0], ports[1], freePortsOn(t, bind, 1)[0]
+	s := &APIServer{Host: "https://" + net.JoinHostPort(bind, strconv.Itoa(apiPort)), name: opts.Name}
 
-	pki, err := writePKI(opts.Dir, opts.Name)
+	var extraIPs []net.IP
+	if bind != Loopback {
+		// Pods reach it at the kubernetes Service's ClusterIP, the first of the range.
+		svc, err := netip.ParsePrefix(opts.ServiceCIDR)
+		if err != nil {
+			t.Fatalf("service range %q: %v", opts.ServiceCIDR, err)
+		}
+		extraIPs = append(extraIPs, net.ParseIP(bind), net.IP(svc.Masked().Addr().Next().AsSlice()))
+	}
+	pki, err := writePKI(opts.Dir, opts.Name, extraIPs...)
 	if err != nil {
 		t.Fatalf("generating certificates: %v", err)
 	}
@@ -107,24 +130,22 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 		t.Fatalf("etcd did not become healthy: %v\n%s", err, s.Etcd.Tail(40))
 	}
 
-	s.Process = StartProcess(t, "kube-apiserver", opts.KubeAPIServer, filepath.Join(opts.Dir, "kube-apiserver.log"),
-		"--etcd-servers="+clientURL,
-		"--bind-address="+Loopback,
-		"--advertise-address="+Loopback,
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+filepath.Join(opts.Dir, "certs"),
-		"--tls-cert-file="+pki.ServingCert,
-		"--tls-private-key-file="+pki.ServingKey,
-		"--client-ca-file="+pki.CAFile,
-		"--token-auth-file="+tokenFile,
+	args := []string{
+		"--etcd-servers=" + clientURL,
+		"--bind-address=" + bind,
+		"--advertise-address=" + bind,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + filepath.Join(opts.Dir, "certs"),
+		"--tls-cert-file=" + pki.ServingCert,
+		"--tls-private-key-file=" + pki.ServingKey,
+		"--client-ca-file=" + pki.CAFile,
+		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+pki.SAPublic,
-		"--service-account-signing-key-file="+pki.SAPrivate,
-		"--service-cluster-ip-range="+opts.ServiceCIDR,
+		"--service-account-key-file=" + pki.SAPublic,
+		"--service-account-signing-key-file=" + pki.SAPrivate,
+		"--service-cluster-ip-range=" + opts.ServiceCIDR,
 		"--allow-privileged=true",
-		// No kubelet or network: the kubernetes Endpoints would name a loopback address.
-		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 		// client-go v0.36 (kwok's, for one) asks for streamed lists over watches, which
 		// the API server can serve only from an etcd that answers progress requests
@@ -133,7 +154,30 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 		// feature the server refuses the streamed list up front and clients list and
 		// watch as before.
 		"--feature-gates=WatchList=false",
-	)
+	}
+	if bind == Loopback {
+		// No kubelet or network: the kubernetes Endpoints would name a loopback address.
+		args = append(args, "--endpoint-reconciler-type=none")
+	} else {
+		args = append(args,
+			"--kubelet-client-certificate="+pki.KubeletClientCert,
+			"--kubelet-client-key="+pki.KubeletClientKey,
+			// The node's name does not resolve here; its InternalIP is the bridge's address.
+			"--kubelet-preferred-address-types=InternalIP",
+		)
+	}
+	if opts.DefaultNodeSelector != "" {
+		admission := filepath.Join(opts.Dir, "admission.yaml")
+		selectorConfig := filepath.Join(opts.Dir, "podnodeselector.yaml")
+		if err := os.WriteFile(selectorConfig, []byte("podNodeSelectorPluginConfig:\n  clusterDefaultNodeSelector: "+strconv.Quote(opts.DefaultNodeSelector)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(admission, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodNodeSelector\n  path: "+selectorConfig+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--enable-admission-plugins=PodNodeSelector", "--admission-control-config-file="+admission)
+	}
+	s.Process = StartProcess(t, "kube-apiserver", opts.KubeAPIServer, filepath.Join(opts.Dir, "kube-apiserver.log"), args...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("kube-apiserver log (last lines):\n%s", s.Process.Tail(30))
@@ -223,4 +267,11 @@ func RandomHex(t testing.TB, n int) string {
 func etcdSupports(etcd, flag string) bool {
 	out, _ := exec.Command(etcd, "--help").CombinedOutput()
 	return bytes.Contains(out, []byte(flag))
+}
+
+// Port is the API server's port.
+func (s *APIServer) Port() int {
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.Host, "https://"))
+	p, _ := strconv.Atoi(port)
+	return p
 }

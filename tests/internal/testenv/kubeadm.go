@@ -97,3 +97,64 @@ spec:
               - key: Corefile
                 path: Corefile
 `
+
+// KubeadmCoreDNSRBAC is the ClusterRole and binding kubeadm gives CoreDNS's
+// ServiceAccount: its kubernetes plugin lists and watches Services, EndpointSlices,
+// Pods and Namespaces.
+const KubeadmCoreDNSRBAC = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:coredns
+rules:
+- apiGroups: [""]
+  resources: [endpoints, services, pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [get]
+- apiGroups: [discovery.k8s.io]
+  resources: [endpointslices]
+  verbs: [list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: system:coredns
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:coredns
+subjects:
+- kind: ServiceAccount
+  name: coredns
+  namespace: kube-system
+`
+
+// KubeadmKubeDNSService is kube-system/kube-dns as kubeadm creates it; clusterIP is
+// filled in with the cluster's DNS address (the tenth of the Service range).
+const KubeadmKubeDNSService = `apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels:
+    k8s-app: kube-dns
+    kubernetes.io/name: CoreDNS
+spec:
+  selector:
+    k8s-app: kube-dns
+  clusterIP: %s
+  ports:
+  - name: dns
+    port: 53
+    protocol: UDP
+    targetPort: 53
+  - name: dns-tcp
+    port: 53
+    protocol: TCP
+    targetPort: 53
+  - name: metrics
+    port: 9153
+    protocol: TCP
+    targetPort: 9153
+`

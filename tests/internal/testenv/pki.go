@@ -24,13 +24,17 @@ type PKI struct {
 	ServingCert, ServingKey string
 	// SAPublic and SAPrivate sign and verify service-account tokens.
 	SAPublic, SAPrivate string
+	// KubeletClientCert and KubeletClientKey are the API server's credential when it
+	// calls a real node's kubelet (logs, exec), in group system:masters.
+	KubeletClientCert, KubeletClientKey string
 
 	caPool *x509.CertPool
 }
 
-// writePKI creates a CA named after the test, a serving certificate for 127.0.0.1
-// signed by it and a service-account signing key pair, in dir.
-func writePKI(dir, name string) (*PKI, error) {
+// writePKI creates a CA named after the test, a serving certificate for 127.0.0.1 and
+// the further addresses the API server serves on, a client certificate for calling
+// kubelets, both signed by it, and a service-account signing key pair, in dir.
+func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -64,10 +68,29 @@ func writePKI(dir, name string) (*PKI, error) {
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP(Loopback)},
-		DNSNames:     []string{"localhost"},
+		IPAddresses:  append([]net.IP{net.ParseIP(Loopback)}, addresses...),
+		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 	}
 	servingDER, err := x509.CreateCertificate(rand.Reader, servingTemplate, caCert, &servingKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, caCert, &clientKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +106,9 @@ func writePKI(dir, name string) (*PKI, error) {
 		SAPublic:    filepath.Join(dir, "sa.pub"),
 		SAPrivate:   filepath.Join(dir, "sa.key"),
 		caPool:      x509.NewCertPool(),
+
+		KubeletClientCert: filepath.Join(dir, "kubelet-client.crt"),
+		KubeletClientKey:  filepath.Join(dir, "kubelet-client.key"),
 	}
 	p.caPool.AddCert(caCert)
 	servingKeyDER, err := x509.MarshalPKCS8PrivateKey(servingKey)
@@ -103,6 +129,9 @@ func writePKI(dir, name string) (*PKI, error) {
 		p.ServingKey:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: servingKeyDER}),
 		p.SAPrivate:   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: saKeyDER}),
 		p.SAPublic:    pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
+
+		p.KubeletClientCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientDER}),
+		p.KubeletClientKey:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: clientKeyDER}),
 	}
 	for path, data := range files {
 		if err := os.WriteFile(path, data, 0o600); err != nil {

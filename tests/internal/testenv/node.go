@@ -1,0 +1,467 @@
+package testenv
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// NodeBinaries are the programs of a real node: kubelet and kube-proxy (tools/kube),
+// containerd and its ctr client, runc, and the CNI plugins' directory (Debian's
+// packages: hack/build-tools.sh node).
+type NodeBinaries struct {
+	Kubelet, KubeProxy, Containerd, Ctr string
+	CNIPluginDir                        string
+}
+
+// FindNodeBinaries finds the node's programs on PATH (and the CNI plugins where Debian
+// installs them), remembering a miss in e like Executables.Find.
+func FindNodeBinaries(e *Executables) NodeBinaries {
+	b := NodeBinaries{
+		Kubelet:      e.Find("kubelet", ""),
+		KubeProxy:    e.Find("kube-proxy", ""),
+		Containerd:   e.Find("containerd", ""),
+		Ctr:          e.Find("ctr", ""),
+		CNIPluginDir: "/usr/lib/cni",
+	}
+	e.Find("runc", "")
+	if _, err := os.Stat(filepath.Join(b.CNIPluginDir, "bridge")); err != nil {
+		e.missing = append(e.missing, "the CNI bridge plugin is not in "+b.CNIPluginDir)
+	}
+	return b
+}
+
+// NodeOptions say how to start a real node.
+type NodeOptions struct {
+	Bins NodeBinaries
+	// Dir receives containerd's and the kubelet's state, the logs and the configs.
+	Dir string
+	// Name is the node's name; Labels are set when it registers.
+	Name   string
+	Labels map[string]string
+	// Network is the pod network the node serves (SetUpNodeNetwork).
+	Network *NodeNetwork
+	// Kubeconfig is the node's credential for the API server; ClientCAFile verifies the
+	// API server's client certificate when it calls the kubelet (logs, exec).
+	Kubeconfig, ClientCAFile string
+	// ClusterDNS is the cluster DNS Service's ClusterIP, written into pods' resolv.conf.
+	ClusterDNS string
+	// SandboxImage is the pause image's name; it must be among Images.
+	SandboxImage string
+	// Images are image tarballs imported into containerd before the kubelet starts, so
+	// no pod ever pulls (every pod's image must be one of them).
+	Images []string
+}
+
+// Node is a kubelet and kube-proxy with containerd: a node that runs real containers.
+type Node struct {
+	Name string
+	// KubeletPort is where the kubelet serves the API server, on the bridge's address.
+	KubeletPort int
+
+	opts                       NodeOptions
+	containerd, kubelet, proxy *Process
+	socket                     string
+	netnsSeen                  map[string]bool
+}
+
+// StartNode starts containerd, imports the images, then starts the kubelet and
+// kube-proxy, and waits until the node is Ready. The caller must have checked the
+// network (NodeNetwork.Check) before: the kubelet starts pods as soon as it registers.
+// When the test ends, the node's pods are stopped through containerd (which tears down
+// their network namespaces and mounts), then the servers, and whatever is still mounted
+// under Dir is unmounted.
+func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opts NodeOptions) *Node {
+	t.Helper()
+	n := &Node{Name: opts.Name, opts: opts, netnsSeen: netnsNames()}
+	dir := opts.Dir
+	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet", "pod-logs"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A unix socket's path has at most 104 bytes; a test's temporary directory can be longer.
+	sockets, err := os.MkdirTemp("", "rgk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockets) })
+	n.socket = filepath.Join(sockets, "containerd.sock")
+	// One cleanup, in this order: the kubelet first (it would restart what is killed),
+	// then the containers, containerd and its shims, the pods' namespaces and mounts, and
+	// last the iptables chains kube-proxy and the kubelet wrote.
+	t.Cleanup(func() { n.stop(t) })
+
+	if err := n.writeContainerdConfig(); err != nil {
+		t.Fatal(err)
+	}
+	n.containerd, err = LaunchProcess("containerd", opts.Bins.Containerd, filepath.Join(dir, "containerd.log"), nil,
+		"--config="+filepath.Join(dir, "containerd", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitFor(ctx, time.Minute, n.containerd, func() (bool, error) {
+		return exec.Command(opts.Bins.Ctr, "--address", n.socket, "version").Run() == nil, nil
+	}); err != nil {
+		t.Fatalf("containerd did not start: %v\n%s", err, n.containerd.Tail(30))
+	}
+	for _, img := range opts.Images {
+		if out, err := n.ctr("images", "import", "--no-unpack=false", img); err != nil {
+			t.Fatalf("importing %s into containerd: %v\n%s", img, err, out)
+		}
+	}
+
+	ports := freePortsOn(t, opts.Network.Gateway.String(), 1)
+	n.KubeletPort = ports[0]
+	proxyPorts := freePorts(t, 2)
+	kubeletConfig := filepath.Join(dir, "kubelet.yaml")
+	if err := os.WriteFile(kubeletConfig, []byte(n.kubeletConfig()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
+		labels = append(labels, k+"="+opts.Labels[k])
+	}
+	n.kubelet, err = LaunchProcess("kubelet", opts.Bins.Kubelet, filepath.Join(dir, "kubelet.log"), nil,
+		"--config="+kubeletConfig,
+		"--kubeconfig="+opts.Kubeconfig,
+		"--root-dir="+filepath.Join(dir, "kubelet"),
+		"--cert-dir="+filepath.Join(dir, "kubelet", "pki"),
+		"--hostname-override="+opts.Name,
+		"--node-ip="+opts.Network.Gateway.String(),
+		"--node-labels="+strings.Join(labels, ","),
+		"--v=1",
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.proxy, err = LaunchProcess("kube-proxy", opts.Bins.KubeProxy, filepath.Join(dir, "kube-proxy.log"), nil,
+		"--kubeconfig="+opts.Kubeconfig,
+		"--hostname-override="+opts.Name,
+		"--proxy-mode=iptables",
+		"--cluster-cidr="+opts.Network.PodCIDR.String(),
+		"--nodeport-addresses="+netip.PrefixFrom(opts.Network.Gateway, 32).String(),
+		"--healthz-bind-address="+net.JoinHostPort(Loopback, strconv.Itoa(proxyPorts[0])),
+		"--metrics-bind-address="+net.JoinHostPort(Loopback, strconv.Itoa(proxyPorts[1])),
+		// Leave the machine's conntrack settings as they are.
+		"--conntrack-max-per-core=0",
+		"--conntrack-tcp-timeout-established=0",
+		"--conntrack-tcp-timeout-close-wait=0",
+		"--v=1",
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitFor(ctx, 2*time.Minute, n.kubelet, func() (bool, error) {
+		node, err := kube.CoreV1().Nodes().Get(ctx, opts.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == "Ready" && c.Status == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("node %s did not become Ready: %v\n%s", opts.Name, err, n.kubelet.Tail(30))
+	}
+	return n
+}
+
+// writeContainerdConfig keeps containerd's state and CNI files in Dir. Root on these
+// machines lacks CAP_SYS_RESOURCE, so a negative oom_score_adj cannot be set:
+// restrict_oom_score_adj lets pod sandboxes start anyway.
+func (n *Node) writeContainerdConfig() error {
+	dir := filepath.Join(n.opts.Dir, "containerd")
+	cni := filepath.Join(n.opts.Dir, "cni")
+	config := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+[debug]
+  address = ""
+[metrics]
+  address = ""
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  # containerd 2's defaults, which kind's nodes have: a pod's non-root user may bind
+  # ports below 1024 (CoreDNS's :53) inside the pod's own network namespace.
+  enable_unprivileged_ports = true
+  enable_unprivileged_icmp = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+    max_conf_num = 1
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), n.socket, n.socket+".ttrpc",
+		n.opts.SandboxImage, n.opts.Bins.CNIPluginDir, filepath.Join(cni, "net.d"))
+	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(config), 0o644); err != nil {
+		return err
+	}
+	net := n.opts.Network
+	// The bridge exists already with the gateway address; ipMasq off: nothing is
+	// masqueraded on its way out, because nothing may go out.
+	conflist := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "railgrid-node",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": %q,
+      "isGateway": true,
+      "isDefaultGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": %q,
+        "ranges": [[{"subnet": %q, "gateway": %q}]]
+      }
+    }
+  ]
+}
+`, net.Bridge, filepath.Join(cni, "ipam"), net.PodCIDR.Masked().String(), net.Gateway.String())
+	return os.WriteFile(filepath.Join(cni, "net.d", "10-railgrid.conflist"), []byte(conflist), 0o644)
+}
+
+// kubeletConfig is the kubelet's configuration: cgroup v1 with the cgroupfs driver (no
+// systemd here), its servers on the bridge's address or loopback, no image garbage
+// collection (every image was imported, none can be pulled back), and pods' logs in Dir.
+func (n *Node) kubeletConfig() string {
+	healthz := 0
+	if l, err := net.Listen("tcp", net.JoinHostPort(Loopback, "0")); err == nil {
+		healthz = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: %d
+readOnlyPort: 0
+healthzBindAddress: %s
+healthzPort: %d
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s
+authorization:
+  mode: Webhook
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+clusterDNS: [%s]
+clusterDomain: cluster.local
+resolvConf: %s
+podCIDR: %s
+podLogsDir: %s
+hairpinMode: hairpin-veth
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 100Mi
+serializeImagePulls: false
+syncFrequency: 10s
+fileCheckFrequency: 10s
+nodeStatusUpdateFrequency: 5s
+`, n.opts.Network.Gateway, n.KubeletPort, Loopback, healthz, n.opts.ClientCAFile, n.socket, n.opts.ClusterDNS,
+		n.opts.Network.ResolvConf, n.opts.Network.PodCIDR, filepath.Join(n.opts.Dir, "pod-logs"))
+}
+
+func (n *Node) ctr(args ...string) ([]byte, error) {
+	return exec.Command(n.opts.Bins.Ctr, append([]string{"--address", n.socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
+}
+
+// stop ends the node's containers, then its servers, and removes what they left.
+func (n *Node) stop(t *testing.T) {
+	if t.Failed() {
+		for _, p := range []*Process{n.containerd, n.kubelet, n.proxy} {
+			if p != nil {
+				t.Logf("%s log (last lines):\n%s", p.Name, p.Tail(20))
+			}
+		}
+	}
+	if n.kubelet != nil {
+		n.kubelet.Stop()
+	}
+	if n.proxy != nil {
+		n.proxy.Stop()
+	}
+	if n.containerd != nil {
+		if out, err := n.ctr("tasks", "ls", "-q"); err == nil {
+			for _, id := range strings.Fields(string(out)) {
+				_, _ = n.ctr("tasks", "kill", "-s", "SIGKILL", "--all", id)
+			}
+		}
+		n.containerd.Stop()
+	}
+	// The shims outlive containerd by design; ours are those started with our socket.
+	n.killShims()
+	n.removeNetns()
+	unmountUnder(t, n.opts.Dir)
+	if out, err := exec.Command(n.opts.Bins.KubeProxy, "--cleanup", "--proxy-mode=iptables").CombinedOutput(); err != nil {
+		t.Logf("kube-proxy --cleanup: %v\n%s", err, out)
+	}
+	removeKubeChains(t)
+}
+
+// removeKubeChains flushes and deletes the KUBE-* chains that kube-proxy's cleanup
+// leaves (the kubelet's canaries and hints) in every table.
+func removeKubeChains(t *testing.T) {
+	for _, table := range []string{"filter", "nat", "mangle"} {
+		out, err := exec.Command("iptables", "-w", "-t", table, "-S").Output()
+		if err != nil {
+			continue
+		}
+		var chains []string
+		for _, l := range ruleLines(out, "-N KUBE-") {
+			chains = append(chains, strings.TrimPrefix(l, "-N "))
+		}
+		for _, l := range ruleLines(out, "-A ") {
+			f := strings.Fields(l)
+			if len(f) >= 4 && !strings.HasPrefix(f[1], "KUBE-") && f[len(f)-2] == "-j" && strings.HasPrefix(f[len(f)-1], "KUBE-") {
+				_ = exec.Command("iptables", append([]string{"-w", "-t", table, "-D"}, f[1:]...)...).Run()
+			}
+		}
+		for _, c := range chains {
+			_ = exec.Command("iptables", "-w", "-t", table, "-F", c).Run()
+		}
+		for _, c := range chains {
+			if out, err := exec.Command("iptables", "-w", "-t", table, "-X", c).CombinedOutput(); err != nil {
+				t.Logf("deleting chain %s/%s: %v %s", table, c, err, out)
+			}
+		}
+	}
+}
+
+// killShims kills the containerd shims that serve this node's socket.
+func (n *Node) killShims() {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, n.socket) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// removeNetns removes the pods' network namespaces (containerd keeps them under
+// /var/run/netns) that appeared while the node ran, which deletes their veths.
+func (n *Node) removeNetns() {
+	for name := range netnsNames() {
+		if n.netnsSeen[name] || !strings.HasPrefix(name, "cni-") {
+			continue
+		}
+		p := filepath.Join("/var/run/netns", name)
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+		_ = os.Remove(p)
+	}
+}
+
+func netnsNames() map[string]bool {
+	names := map[string]bool{}
+	entries, _ := os.ReadDir("/var/run/netns")
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
+	return names
+}
+
+// unmountUnder unmounts every mount point under dir, deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var points []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 {
+			p := unescapeMount(fields[4])
+			if p == dir || strings.HasPrefix(p, dir+"/") {
+				points = append(points, p)
+			}
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
+			t.Logf("unmounting %s: %v", p, err)
+		}
+	}
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// freePortsOn returns n distinct free TCP ports on host.
+func freePortsOn(t *testing.T, host string, n int) []int {
+	t.Helper()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			t.Fatalf("finding a free port on %s: %v", host, err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
