@@ -204,7 +204,8 @@ func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSp
 			ReadinessProbe: httpProbe("/readyz", 5),
 			LivenessProbe:  httpProbe("/livez", 30),
 			Resources:      resources("250m", "512Mi", "2Gi"),
-			VolumeMounts:   corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String("data"), MountPath: pulumi.String("/var/lib/etcd")}},
+			// etcd writes only its data directory, on this volume: the root filesystem is read-only.
+			VolumeMounts: corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String("data"), MountPath: pulumi.String("/var/lib/etcd")}},
 		}},
 	}
 	if args.Members >= 3 {

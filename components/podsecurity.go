@@ -33,11 +33,14 @@ func restrictedPodSecurity() *corev1.PodSecurityContextArgs {
 }
 
 // restrictedContainerSecurity is the container half: no privilege escalation and every
-// capability dropped.
+// capability dropped. Beyond the standard, the root filesystem is read-only, as the
+// kcp-operator runs kcp's containers: whatever a container writes goes to a volume that
+// its pod spec names (etcd's data volume, the jobs' emptyDirs).
 func restrictedContainerSecurity() *corev1.SecurityContextArgs {
 	return &corev1.SecurityContextArgs{
 		AllowPrivilegeEscalation: pulumi.Bool(false),
 		Capabilities:             &corev1.CapabilitiesArgs{Drop: pulumi.StringArray{pulumi.String("ALL")}},
+		ReadOnlyRootFilesystem:   pulumi.Bool(true),
 	}
 }
 

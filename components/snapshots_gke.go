@@ -324,7 +324,9 @@ func emptyDir(name string) *corev1.VolumeArgs {
 }
 
 // command is a container running one exec-form command with the shared volume mounted
-// at /<volume>, under the restricted Pod Security Standard.
+// at /<volume>, under the restricted Pod Security Standard with a read-only root
+// filesystem: the snapshot, the restored data and gcloud's configuration all go to that
+// volume.
 func command(name, image, volume string, res *corev1.ResourceRequirementsArgs, argv ...string) *corev1.ContainerArgs {
 	return &corev1.ContainerArgs{
 		Name:            pulumi.String(name),
@@ -337,10 +339,13 @@ func command(name, image, volume string, res *corev1.ResourceRequirementsArgs, a
 }
 
 // withGcloudEnv gives a google-cloud-cli container the bucket and shard, a writable
-// gcloud configuration directory on the pod's volume (the non-root user has no home),
-// and turns parallel composite uploads off: they compose temporary objects and delete
-// them, which needs storage.objects.delete
-// (https://cloud.google.com/storage/docs/parallel-composite-uploads).
+// gcloud configuration directory on the pod's volume (the root filesystem is read-only,
+// and the non-root user has no home), and turns parallel composite uploads off: they
+// compose temporary objects and delete them, which needs storage.objects.delete
+// (https://cloud.google.com/storage/docs/parallel-composite-uploads). gcloud storage
+// also takes semaphores in /dev/shm, which the runtime mounts writable in every pod,
+// apart from the root filesystem, and writes nothing else outside the volume
+// (tests/snapshots runs these containers with the root filesystem read-only).
 func withGcloudEnv(c *corev1.ContainerArgs, volume string, bucket pulumi.StringOutput, shard string) *corev1.ContainerArgs {
 	c.Env = corev1.EnvVarArray{
 		&corev1.EnvVarArgs{Name: pulumi.String("BUCKET"), Value: bucket},

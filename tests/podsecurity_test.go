@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -13,8 +14,9 @@ import (
 
 // podTemplate is one pod template the program declares.
 type podTemplate struct {
-	owner string // kind/name of the object that holds it
-	spec  map[string]any
+	owner  string // kind/name of the object that holds it
+	spec   map[string]any
+	claims []string // a StatefulSet's volume claim templates, volumes of its pods too
 }
 
 // podTemplates lists the pod templates of every workload object in a stack.
@@ -40,7 +42,14 @@ func podTemplates(t *testing.T, rec *mockstack.Recording) []podTemplate {
 		in := inputs(res)
 		spec, ok := get(t, in, path).(map[string]any)
 		require.True(t, ok, "%s %s: no pod spec", kind, res.Name)
-		out = append(out, podTemplate{owner: kind + "/" + getString(t, in, "metadata.name"), spec: spec})
+		pt := podTemplate{owner: kind + "/" + getString(t, in, "metadata.name"), spec: spec}
+		if kind == "StatefulSet" {
+			claims, _ := get(t, in, "spec").(map[string]any)["volumeClaimTemplates"].([]any)
+			for i := range claims {
+				pt.claims = append(pt.claims, getString(t, claims[i], "metadata.name"))
+			}
+		}
+		out = append(out, pt)
 	}
 	return out
 }
@@ -116,4 +125,98 @@ func TestNamespacesApplyRestrictedPodSecurity(t *testing.T) {
 			require.NotContains(t, l, components.PodSecurityEnforceLabel, "%s %s: upstream pods are not ours to change", stack, ns)
 		}
 	}
+}
+
+// Every container of the program (the etcd members; on GKE the snapshot and drill
+// containers) runs with a read-only root filesystem, as the kcp-operator runs kcp's, and
+// what it writes goes to a volume its pod spec names: every volume mount names one of the
+// pod's volumes (an emptyDir, or a StatefulSet's claim), and every path that a container's
+// command line (scripts included) or environment names is on one of its writable volume
+// mounts. Not counted as paths: the program the command runs, devices (/dev, including
+// bash's /dev/tcp) and an HTTP request's target. tests/snapshots runs the snapshot and
+// drill pods with the root filesystem read-only for real. CoreDNS's container is
+// kubeadm's, which already runs it read-only; the program only adds read-only ConfigMap
+// mounts to it.
+func TestEveryContainerHasAReadOnlyRootFilesystem(t *testing.T) {
+	for _, stack := range []string{"kind", "gke"} {
+		t.Run(stack, func(t *testing.T) {
+			checked := 0
+			for _, pt := range podTemplates(t, runStack(t, stack)) {
+				volumes := map[string]bool{}
+				list, _ := pt.spec["volumes"].([]any)
+				for _, v := range list {
+					volumes[getString(t, v, "name")] = true
+				}
+				for _, claim := range pt.claims {
+					volumes[claim] = true
+				}
+				for _, c := range containersOf(pt.spec) {
+					where := fmt.Sprintf("%s container %s", pt.owner, c["name"])
+					require.Equal(t, true, get(t, c, "securityContext.readOnlyRootFilesystem"), where)
+					var writable []string
+					mounts, _ := c["volumeMounts"].([]any)
+					for _, m := range mounts {
+						name := getString(t, m, "name")
+						require.True(t, volumes[name], "%s mounts %q, which its pod spec does not name", where, name)
+						if ro, _ := m.(map[string]any)["readOnly"].(bool); !ro {
+							writable = append(writable, getString(t, m, "mountPath"))
+						}
+					}
+					for _, path := range pathsNamed(t, c) {
+						require.True(t, onMount(path, writable), "%s names %s, which is on none of its writable volume mounts %v: the root filesystem is read-only", where, path, writable)
+						checked++
+					}
+				}
+			}
+			require.NotZero(t, checked, "the containers name the paths they use")
+		})
+	}
+}
+
+// absolutePath finds the absolute paths in a command line, a script or a value: a "/"
+// at the start or after a space, a quote or "=", followed by a name (so "gs://" and
+// "http://" are not paths).
+var absolutePath = regexp.MustCompile(`(?:^|[\s='"])(/[\w.$][^\s'"();|&<>]*)`)
+
+// httpRequestTarget is an HTTP request line's method, just before its target.
+var httpRequestTarget = regexp.MustCompile(`\b(GET|HEAD|POST|PUT|PATCH|DELETE) $`)
+
+// pathsNamed are the filesystem paths a container names in its command (after the
+// program), arguments and environment values.
+func pathsNamed(t *testing.T, c map[string]any) []string {
+	t.Helper()
+	var texts []string
+	if _, ok := c["command"]; ok {
+		texts = append(texts, stringList(t, c, "command")[1:]...)
+	}
+	if _, ok := c["args"]; ok {
+		texts = append(texts, stringList(t, c, "args")...)
+	}
+	env, _ := c["env"].([]any)
+	for _, e := range env {
+		if v, ok := e.(map[string]any)["value"].(string); ok {
+			texts = append(texts, v)
+		}
+	}
+	var out []string
+	for _, text := range texts {
+		for _, m := range absolutePath.FindAllStringSubmatchIndex(text, -1) {
+			path := text[m[2]:m[3]]
+			if strings.HasPrefix(path, "/dev/") || httpRequestTarget.MatchString(text[:m[2]]) {
+				continue
+			}
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// onMount says whether a path is at or under one of the mount paths.
+func onMount(path string, mounts []string) bool {
+	for _, m := range mounts {
+		if path == m || strings.HasPrefix(path, strings.TrimSuffix(m, "/")+"/") {
+			return true
+		}
+	}
+	return false
 }

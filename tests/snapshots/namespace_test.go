@@ -21,7 +21,7 @@ const envChild = "RAILGRID_SNAPSHOTS_CHILD"
 // childInput is what the outer test hands to the process inside the namespaces.
 type childInput struct {
 	Scenario  string             `json:"scenario"`
-	Pods      map[string]podSpec `json:"pods"` // "snapshot", "drill"
+	Pods      map[string]podSpec `json:"pods"` // "snapshot", "drill", "probe"
 	Bucket    string             `json:"bucket"`
 	Shard     string             `json:"shard"`
 	EtcdHost  string             `json:"etcdHost"` // the in-cluster name the snapshot job dials
@@ -108,7 +108,7 @@ func scenario(in childInput, res *childResult) error {
 	if err := os.WriteFile(token, []byte("test-access-token\n"), 0o644); err != nil {
 		return err
 	}
-	runner := podRunner{timeout: 4 * time.Minute, images: func(ref string) (image, error) {
+	runner := podRunner{timeout: 4 * time.Minute, dir: in.WorkDir, images: func(ref string) (image, error) {
 		switch ref {
 		case in.EtcdImage:
 			// Distroless: the three binaries and nothing else.
@@ -175,6 +175,9 @@ func scenario(in childInput, res *childResult) error {
 		return err
 	case "unreachable-etcd":
 		_, err := runPod("snapshot")
+		return err
+	case "read-only-root":
+		_, err := runPod("probe")
 		return err
 	}
 	return fmt.Errorf("unknown scenario %q", in.Scenario)

@@ -3,13 +3,17 @@ package snapshots
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The parts of a pod spec the runner uses, decoded from the program's CronJob.
@@ -21,6 +25,7 @@ type envVar struct {
 type volumeMount struct {
 	Name      string `json:"name"`
 	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly"`
 }
 
 type container struct {
@@ -31,6 +36,10 @@ type container struct {
 	Env           []envVar      `json:"env"`
 	RestartPolicy string        `json:"restartPolicy"`
 	VolumeMounts  []volumeMount `json:"volumeMounts"`
+
+	SecurityContext struct {
+		ReadOnlyRootFilesystem bool `json:"readOnlyRootFilesystem"`
+	} `json:"securityContext"`
 }
 
 type podSpec struct {
@@ -88,13 +97,17 @@ type image struct {
 	env  []string
 }
 
-// podRunner runs a pod's containers as the kubelet would: init containers in order
-// (a native sidecar, restartPolicy Always, is started and left running), then the main
-// containers, each with only its image's tools on PATH, as the pod's user, with each
-// emptyDir volume a fresh tmpfs at its mount path. A failed init container stops the pod.
+// podRunner runs a pod's containers as the kubelet and the runtime would: init
+// containers in order (a native sidecar, restartPolicy Always, is started and left
+// running), then the main containers, each with only its image's tools on PATH, as the
+// pod's user, in a mount namespace of its own (see runContainer): a container that
+// declares readOnlyRootFilesystem gets every mount read-only except its volume mounts
+// and the pod's /dev/shm. Each emptyDir volume is a fresh tmpfs shared by the pod's
+// containers. A failed init container stops the pod.
 type podRunner struct {
 	images  func(ref string) (image, error)
 	timeout time.Duration
+	dir     string // holds each pod's volumes
 }
 
 func (p podRunner) run(name string, spec podSpec) (podRun, error) {
@@ -111,7 +124,7 @@ func (p podRunner) run(name string, spec podSpec) (podRun, error) {
 	if g := spec.SecurityContext.FSGroup; g != nil {
 		fsGroup = *g
 	}
-	mounts, err := p.mountVolumes(spec, fsGroup)
+	volumes, mounts, err := p.mountVolumes(name, spec, fsGroup)
 	defer func() {
 		for _, m := range mounts {
 			_ = syscall.Unmount(m, syscall.MNT_DETACH)
@@ -131,7 +144,7 @@ func (p podRunner) run(name string, spec podSpec) (podRun, error) {
 	}()
 	all := append(append([]container{}, spec.InitContainers...), spec.Containers...)
 	for i, c := range all {
-		cmd, buf, err := p.command(c, uid, gid, fsGroup)
+		cmd, buf, err := p.command(c, uid, gid, fsGroup, volumes)
 		if err != nil {
 			return out, fmt.Errorf("container %s: %w", c.Name, err)
 		}
@@ -153,36 +166,59 @@ func (p podRunner) run(name string, spec podSpec) (podRun, error) {
 	return out, nil
 }
 
-// mountVolumes mounts a fresh tmpfs at every emptyDir's mount path, owned by the pod's
-// fsGroup as the kubelet makes it.
-func (p podRunner) mountVolumes(spec podSpec, fsGroup uint32) ([]string, error) {
-	paths := map[string]string{}
-	for _, c := range append(append([]container{}, spec.InitContainers...), spec.Containers...) {
-		for _, m := range c.VolumeMounts {
-			paths[m.Name] = m.MountPath
-		}
-	}
+// shmVolume is the key of the pod's /dev/shm among its volumes: the runtime gives every
+// pod a writable /dev/shm of its own, apart from any container's root filesystem.
+const shmVolume = "/dev/shm"
+
+// mountVolumes mounts a fresh tmpfs for every emptyDir of the pod (owned by the pod's
+// fsGroup, as the kubelet makes it) and for its /dev/shm, in the pod's directory, and
+// creates the containers' mount points, which a read-only root would not let the
+// container create. It returns the source directory of each volume by name.
+func (p podRunner) mountVolumes(pod string, spec podSpec, fsGroup uint32) (map[string]string, []string, error) {
 	var mounted []string
+	sources := map[string]string{}
+	declared := map[string]bool{}
 	for _, v := range spec.Volumes {
 		if v.EmptyDir == nil {
-			return mounted, fmt.Errorf("volume %s: only emptyDir volumes are supported", v.Name)
+			return sources, mounted, fmt.Errorf("volume %s: only emptyDir volumes are supported", v.Name)
 		}
-		path := paths[v.Name]
-		if path == "" {
-			continue
-		}
-		if err := os.MkdirAll(path, 0o755); err != nil {
-			return mounted, err
-		}
-		if err := syscall.Mount("tmpfs", path, "tmpfs", 0, fmt.Sprintf("mode=2775,gid=%d,size=512m", fsGroup)); err != nil {
-			return mounted, fmt.Errorf("tmpfs at %s: %w", path, err)
-		}
-		mounted = append(mounted, path)
+		declared[v.Name] = true
 	}
-	return mounted, nil
+	for _, c := range append(append([]container{}, spec.InitContainers...), spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			if !declared[m.Name] {
+				return sources, mounted, fmt.Errorf("container %s mounts %s, which the pod does not declare", c.Name, m.Name)
+			}
+			if err := os.MkdirAll(m.MountPath, 0o755); err != nil {
+				return sources, mounted, err
+			}
+		}
+	}
+	options := map[string]string{shmVolume: "mode=1777,size=64m"} // as the runtime mounts it
+	for name := range declared {
+		options[name] = fmt.Sprintf("mode=2775,gid=%d,size=512m", fsGroup)
+	}
+	for name, opts := range options {
+		dir := filepath.Join(p.dir, pod, "volumes", name)
+		if name == shmVolume {
+			dir = filepath.Join(p.dir, pod, "shm")
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return sources, mounted, err
+		}
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+			return sources, mounted, fmt.Errorf("tmpfs for volume %s: %w", name, err)
+		}
+		mounted = append(mounted, dir)
+		sources[name] = dir
+	}
+	return sources, mounted, nil
 }
 
-func (p podRunner) command(c container, uid, gid, fsGroup uint32) (*exec.Cmd, *bytes.Buffer, error) {
+// command is the container's process: this test binary, re-executed in a new mount
+// namespace to set up the container's mounts and user (runContainer), which then
+// executes the container's command.
+func (p podRunner) command(c container, uid, gid, fsGroup uint32, volumes map[string]string) (*exec.Cmd, *bytes.Buffer, error) {
 	img, err := p.images(c.Image)
 	if err != nil {
 		return nil, nil, err
@@ -191,9 +227,8 @@ func (p podRunner) command(c container, uid, gid, fsGroup uint32) (*exec.Cmd, *b
 	if len(argv) == 0 {
 		return nil, nil, fmt.Errorf("no command (the image's entrypoint is not modelled)")
 	}
-	bin := argv[0]
-	if !strings.Contains(bin, "/") {
-		if bin, err = lookIn(img.path, bin); err != nil {
+	if !strings.Contains(argv[0], "/") {
+		if argv[0], err = lookIn(img.path, argv[0]); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -202,18 +237,119 @@ func (p podRunner) command(c container, uid, gid, fsGroup uint32) (*exec.Cmd, *b
 	for _, e := range c.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
+	cs := containerSpec{
+		UID: uid, GID: gid, Groups: []uint32{fsGroup},
+		ReadOnlyRoot: c.SecurityContext.ReadOnlyRootFilesystem,
+		Mounts:       []mountSpec{{Source: volumes[shmVolume], Target: shmVolume}},
+		Argv:         argv, Env: env,
+	}
+	for _, m := range c.VolumeMounts {
+		cs.Mounts = append(cs.Mounts, mountSpec{Source: volumes[m.Name], Target: m.MountPath, ReadOnly: m.ReadOnly})
+	}
+	raw, err := json.Marshal(cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
 	buf := &bytes.Buffer{}
-	cmd := exec.Command(bin, argv[1:]...)
-	cmd.Env = env
+	cmd := exec.Command(self)
+	cmd.Env = []string{envContainer + "=" + string(raw)}
 	cmd.Dir = "/"
 	cmd.Stdout = buf
 	cmd.Stderr = buf
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{fsGroup}},
-		Setpgid:    true,
-		Pdeathsig:  syscall.SIGKILL,
+		Unshareflags: syscall.CLONE_NEWNS,
+		Setpgid:      true,
+		Pdeathsig:    syscall.SIGKILL,
 	}
 	return cmd, buf, nil
+}
+
+// envContainer holds the containerSpec of a re-executed test binary that is to become
+// one container.
+const envContainer = "RAILGRID_SNAPSHOTS_CONTAINER"
+
+// containerSpec is what runContainer sets up before it executes the container's command.
+type containerSpec struct {
+	UID          uint32      `json:"uid"`
+	GID          uint32      `json:"gid"`
+	Groups       []uint32    `json:"groups"`
+	ReadOnlyRoot bool        `json:"readOnlyRoot"`
+	Mounts       []mountSpec `json:"mounts"`
+	Argv         []string    `json:"argv"`
+	Env          []string    `json:"env"`
+}
+
+type mountSpec struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly"`
+}
+
+// runContainer becomes one container, as the runtime makes it, in the mount namespace
+// that the runner unshared for it (private: nothing here is seen outside): it binds each
+// volume at its mount path and, for a read-only root filesystem, makes every mount
+// read-only (mount_setattr(2), recursive) and then its volume mounts writable again.
+// Then it drops to the pod's user and groups, which also drops every capability, and
+// executes the command. It returns only on failure.
+func runContainer(raw string) int {
+	// The parent-death signal is the calling thread's and is cleared by setuid: it is
+	// set again on the thread that executes the command.
+	runtime.LockOSThread()
+	var c containerSpec
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		fmt.Fprintf(os.Stderr, "[test: container spec: %v]\n", err)
+		return 126
+	}
+	if err := c.enter(); err != nil {
+		fmt.Fprintf(os.Stderr, "[test: setting up the container: %v]\n", err)
+		return 126
+	}
+	err := syscall.Exec(c.Argv[0], c.Argv, c.Env)
+	fmt.Fprintf(os.Stderr, "[test: exec %s: %v]\n", c.Argv[0], err)
+	return 127
+}
+
+func (c containerSpec) enter() error {
+	for _, m := range c.Mounts {
+		if err := syscall.Mount(m.Source, m.Target, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("binding %s at %s: %w", m.Source, m.Target, err)
+		}
+	}
+	if c.ReadOnlyRoot {
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+			return fmt.Errorf("making the root filesystem read-only: %w", err)
+		}
+	}
+	for _, m := range c.Mounts {
+		attr := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		if m.ReadOnly {
+			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		}
+		if err := unix.MountSetattr(unix.AT_FDCWD, m.Target, 0, attr); err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+	}
+	if err := syscall.Chdir("/"); err != nil {
+		return err
+	}
+	groups := make([]int, 0, len(c.Groups))
+	for _, g := range c.Groups {
+		groups = append(groups, int(g))
+	}
+	if err := syscall.Setgroups(groups); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setgid(int(c.GID)); err != nil {
+		return fmt.Errorf("setgid: %w", err)
+	}
+	if err := syscall.Setuid(int(c.UID)); err != nil {
+		return fmt.Errorf("setuid: %w", err)
+	}
+	return unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
 }
 
 // lookIn finds a command in the directories of an image's PATH only.

@@ -2,7 +2,8 @@
 // CronJobs, taken from the program's own objects, for real on loopback: a real etcd
 // v3.6 with etcdctl and etcdutl (tools/etcdtools), the gcloud CLI pointed at a GCS
 // emulator (fake-gcs-server), in private mount and network namespaces, with only the
-// tools of each container's image on PATH.
+// tools of each container's image on PATH and, as each container declares, a read-only
+// root filesystem that leaves only its volumes writable.
 package snapshots
 
 import (
@@ -31,6 +32,9 @@ import (
 const envSkip = "RAILGRID_SKIP_SNAPSHOTS"
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(envContainer); spec != "" {
+		os.Exit(runContainer(spec))
+	}
 	if path := os.Getenv(envChild); path != "" {
 		os.Exit(runChild(path))
 	}
@@ -141,6 +145,10 @@ func renderJobs(t *testing.T, root, shard string) jobPods {
 			require.NoError(t, err)
 			var ps podSpec
 			require.NoError(t, json.Unmarshal(raw, &ps))
+			for _, c := range append(append([]container{}, ps.InitContainers...), ps.Containers...) {
+				// The runner enforces what a container declares; the program must declare it.
+				require.True(t, c.SecurityContext.ReadOnlyRootFilesystem, "%s container %s: readOnlyRootFilesystem", name, c.Name)
+			}
 			jp.pods[key] = ps
 			for _, c := range append(ps.InitContainers, ps.Containers...) {
 				for _, e := range c.Env {
@@ -240,13 +248,13 @@ func TestSnapshotAndRestoreDrill(t *testing.T) {
 	root, tl, jp := prerequisites(t)
 	const keys = 25
 	res := runScenario(t, root, tl, jp, "pass", keys)
-	require.Len(t, res.Runs, 2, "the snapshot pod and the drill pod ran")
-	snapshot, drill := res.Runs[0], res.Runs[1]
 	for _, run := range res.Runs {
 		if c, failed := run.failed(); failed {
 			t.Fatalf("pod %s: container %s exited %d:\n%s", run.Pod, c.Name, c.Exit, c.Output)
 		}
 	}
+	require.Len(t, res.Runs, 2, "the snapshot pod and the drill pod ran")
+	snapshot, drill := res.Runs[0], res.Runs[1]
 	for _, name := range []string{"connect", "save", "check", "upload"} {
 		require.True(t, snapshot.container(name).Ran, "snapshot container %s ran", name)
 	}
@@ -289,5 +297,45 @@ func TestSnapshotAndDrillFailLoudly(t *testing.T) {
 			last := res.Runs[0].Containers[len(res.Runs[0].Containers)-1]
 			require.Equal(t, failed.Name, last.Name, "nothing runs after the failure")
 		})
+	}
+}
+
+// probeScript tries to create a file in each directory it is given and says whether it
+// could.
+const probeScript = `for dir in "$@"; do
+  file="${dir%/}/probe-$$"
+  if err="$( { : > "${file}"; } 2>&1 )"; then echo "wrote ${dir}"; rm -f "${file}"; else echo "refused ${dir}: ${err}"; fi
+done`
+
+// A container that declares a read-only root filesystem writes to its volumes and to
+// its pod's /dev/shm, and nowhere else: not even /tmp and /var/tmp, which any user may
+// write on this machine's own root. The probe is the snapshot pod's upload container (its
+// image, user, volumes and security context) with a command that tries each.
+func TestContainersWriteOnlyToTheirVolumes(t *testing.T) {
+	root, tl, jp := prerequisites(t)
+	pod := jp.pods["snapshot"]
+	require.Len(t, pod.Containers, 1)
+	probe := pod.Containers[0]
+	writable := []string{"/dev/shm"}
+	for _, m := range probe.VolumeMounts {
+		writable = append(writable, m.MountPath)
+	}
+	outside := []string{"/tmp", "/var/tmp", "/"}
+	probe.Name = "probe"
+	probe.Command = append([]string{"bash", "-c", probeScript, "probe"}, append(append([]string{}, writable...), outside...)...)
+	probe.Args = nil
+	pod.InitContainers, pod.Containers = nil, []container{probe}
+	jp.pods = map[string]podSpec{"probe": pod}
+
+	res := runScenario(t, root, tl, jp, "read-only-root", 0)
+	require.Len(t, res.Runs, 1)
+	run := res.Runs[0].container("probe")
+	require.True(t, run.Ran)
+	require.Zero(t, run.Exit, run.Output)
+	for _, dir := range writable {
+		require.Contains(t, run.Output, "wrote "+dir+"\n", "a volume mount is writable")
+	}
+	for _, dir := range outside {
+		require.Regexp(t, regexp.MustCompile(`(?m)^refused `+regexp.QuoteMeta(dir)+`: .*Read-only file system$`), run.Output, "the root filesystem is read-only")
 	}
 }
