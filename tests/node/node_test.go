@@ -44,10 +44,14 @@ const (
 
 // TestRealNodeRunsPodsWithNothingLeavingTheMachine starts a control plane on the node
 // network's gateway and a real node, checks the network rules before the first pod, and
-// then runs kubeadm's CoreDNS and a probe pod from images built here: CoreDNS becomes
-// Ready through its real readiness probe, and answers the kubernetes Service's name with
-// its ClusterIP, asked from a pod through the kube-dns Service (kube-proxy's rules) and
-// from this machine.
+// then runs, from images built here:
+//   - kubeadm's CoreDNS and a probe pod: CoreDNS becomes Ready through its real
+//     readiness probe, and answers the kubernetes Service's name with its ClusterIP,
+//     asked from a pod through the kube-dns Service (kube-proxy's rules) and from this
+//     machine;
+//   - the kind plan's etcd for the root shard, exactly as the program declares it: the
+//     member becomes Ready through its real probe, and its root filesystem is mounted
+//     read-only by the runtime.
 func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "the node test starts a kubelet and containerd")
 	if os.Geteuid() != 0 {
@@ -56,6 +60,7 @@ func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 	var exe testenv.Executables
 	apiserver, kcm, scheduler, etcd := exe.Find("kube-apiserver", ""), exe.Find("kube-controller-manager", ""), exe.Find("kube-scheduler", ""), exe.Find("etcd", "")
 	coredns, busybox := exe.Find("coredns", ""), exe.Find("busybox", "")
+	etcdImageBins := etcdImageBinaries(t, &exe)
 	nodeBins := testenv.FindNodeBinaries(&exe)
 	exe.Require(t, "the node test", `eval "$(hack/build-tools.sh env kube etcd coredns node)"`, envSkip)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -95,6 +100,7 @@ func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 		testenv.PauseImage(testenv.BuildPause(t, images)),
 		testenv.CoreDNSImage(coreDNSImage, coredns),
 		testenv.BusyboxImage(probeImage, busybox, "sh", "nslookup", "cat"),
+		testenv.EtcdImage(kindEtcdImage(t), etcdImageBins[0], etcdImageBins[1], etcdImageBins[2]),
 	} {
 		out := filepath.Join(images, strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
 		if err := testenv.WriteImage(img, out); err != nil {
@@ -118,6 +124,15 @@ func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 		t.Fatalf("before the first pod: %v", err)
 	}
 
+	t.Run("coredns", func(t *testing.T) { corednsAnswersFromPods(t, ctx, kube, node, network, apiPort) })
+	t.Run("etcd-of-the-kind-plan", func(t *testing.T) {
+		etcdOfTheKindPlanRuns(t, ctx, server, node, filepath.Join(dir, "volumes"))
+	})
+}
+
+// corednsAnswersFromPods runs kubeadm's CoreDNS with kind's Corefile and resolves the
+// kubernetes Service's name from a pod and from this machine.
+func corednsAnswersFromPods(t *testing.T, ctx context.Context, kube kubernetes.Interface, node *testenv.Node, network *testenv.NodeNetwork, apiPort int) {
 	startCoreDNS(t, ctx, kube)
 	var ready *appsv1.Deployment
 	if err := testenv.WaitFor(ctx, 3*time.Minute, nil, func() (bool, error) {

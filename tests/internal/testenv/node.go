@@ -303,6 +303,37 @@ func (n *Node) ctr(args ...string) ([]byte, error) {
 	return exec.Command(n.opts.Bins.Ctr, append([]string{"--address", n.socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
 }
 
+// RootFilesystemReadOnly reads, from the kernel's mount table of the container's process,
+// whether its root filesystem is mounted read-only: what the runtime enforces, not what
+// the pod spec declares. containerID is a pod status's (containerd://ID).
+func (n *Node) RootFilesystemReadOnly(containerID string) (bool, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := n.ctr("tasks", "ls")
+	if err != nil {
+		return false, fmt.Errorf("ctr tasks ls: %v %s", err, out)
+	}
+	pid := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
+			pid = f[1]
+		}
+	}
+	if pid == "" {
+		return false, fmt.Errorf("no running task %s", id)
+	}
+	mounts, err := os.ReadFile(filepath.Join("/proc", pid, "mountinfo"))
+	if err != nil {
+		return false, err
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		// id parent major:minor root mountpoint options ...
+		if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
+			return slices.Contains(strings.Split(f[5], ","), "ro"), nil
+		}
+	}
+	return false, fmt.Errorf("no root mount in the mount table of process %s", pid)
+}
+
 // stop ends the node's containers, then its servers, and removes what they left.
 func (n *Node) stop(t *testing.T) {
 	if t.Failed() {
