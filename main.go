@@ -7,12 +7,12 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/railgrid/railgrid-kcp/components"
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/config/stackconfig"
 )
 
 func main() {
 	pulumi.Run(func(ctx *pulumi.Context) error {
-		cfg, err := config.Load(ctx)
+		cfg, err := stackconfig.Load(ctx)
 		if err != nil {
 			return err
 		}

@@ -28,7 +28,7 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
 	ctx.Export("kcpVersion", pulumi.String(cfg.Versions.Kcp))
 	ctx.Export("frontProxyHostname", pulumi.String(cfg.Kcp.FrontProxy.Hostname))
 	ctx.Export("shardHostnames", shardHosts)
-	// Read back by the next up (config.ReadPreviousShards) to refuse a vanished or moved shard.
+	// Read back by the next up (stackconfig.ReadPreviousShards) to refuse a vanished or moved shard.
 	endpoints := pulumi.Map{}
 	for name, e := range cfg.Endpoints() {
 		endpoints[name] = pulumi.StringMap{"hostname": pulumi.String(e.Hostname), "clusterIP": pulumi.String(e.ClusterIP)}

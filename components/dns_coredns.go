@@ -10,26 +10,24 @@ import (
 	appsv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apps/v1"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// The kind (kubeadm) CoreDNS this backend extends.
+// The kind (kubeadm) CoreDNS this backend extends, in naming.NamespaceKubeSystem. The
+// hosts ConfigMap (naming.SplitHorizonHostsConfigMap) is the only part that changes with
+// the shards, and deleting it (destroy) removes every answer again; the Corefile
+// ConfigMap (naming.SplitHorizonCorefileConfigMap) is mounted over CorefilePath.
 const (
-	CoreDNSNamespace  = "kube-system"
 	CoreDNSConfigMap  = "coredns"
 	CoreDNSDeployment = "coredns"
 	CoreDNSContainer  = "coredns"
 
-	// SplitHorizonHostsConfigMap holds the answers; it is the only part that changes
-	// with the shards, and deleting it (destroy) removes every answer again.
-	SplitHorizonHostsConfigMap = "railgrid-kcp-hosts"
-	// SplitHorizonCorefileConfigMap is the Corefile CoreDNS reads: kubeadm's plus the
-	// hosts stanza, mounted over CorefilePath.
-	SplitHorizonCorefileConfigMap = "railgrid-kcp-corefile"
-	CorefileKey                   = "Corefile"
-	CorefilePath                  = "/etc/coredns/Corefile"
-	corefileHashAnnotation        = "railgrid.io/corefile-sha256"
-	SplitHorizonHostsKey          = "hosts"
-	splitHorizonMountPath         = "/etc/coredns/railgrid-kcp"
+	CorefileKey            = "Corefile"
+	CorefilePath           = "/etc/coredns/Corefile"
+	corefileHashAnnotation = "railgrid.io/corefile-sha256"
+	SplitHorizonHostsKey   = "hosts"
+	splitHorizonMountPath  = "/etc/coredns/railgrid-kcp"
 
 	corefileMarkerBegin = "# railgrid-kcp split horizon: BEGIN"
 	corefileMarkerEnd   = "# railgrid-kcp split horizon: END"
@@ -55,7 +53,7 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 		lines = append(lines, fmt.Sprintf("%s %s", r.ClusterIP, r.Hostname))
 	}
 	if _, err := corev1.NewConfigMap(ctx, name+"-hosts", &corev1.ConfigMapArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), Namespace: pulumi.String(CoreDNSNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.SplitHorizonHostsConfigMap), Namespace: pulumi.String(naming.NamespaceKubeSystem)},
 		Data:     pulumi.StringMap{SplitHorizonHostsKey: pulumi.String(strings.Join(lines, "\n") + "\n")},
 	}, append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(answersAfter))...); err != nil {
 		return err
@@ -64,21 +62,21 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 	// The Corefile and its mount serve every answer and do not wait for the shards: a
 	// preview then knows their content, and adding a shard shows no change to them.
 	// Until the hosts ConfigMap exists, the stanza reads an absent file and falls through.
-	live, err := corev1.GetConfigMap(ctx, name+"-corefile-live", pulumi.ID(CoreDNSNamespace+"/"+CoreDNSConfigMap), nil, opts...)
+	live, err := corev1.GetConfigMap(ctx, name+"-corefile-live", pulumi.ID(naming.NamespaceKubeSystem+"/"+CoreDNSConfigMap), nil, opts...)
 	if err != nil {
 		return err
 	}
 	corefile := live.Data.MapIndex(pulumi.String(CorefileKey)).ApplyT(withSplitHorizonHosts).(pulumi.StringOutput)
 	retained := append(append([]pulumi.ResourceOption{}, opts...), pulumi.RetainOnDelete(true))
 	corefileMap, err := corev1.NewConfigMap(ctx, name+"-corefile", &corev1.ConfigMapArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(SplitHorizonCorefileConfigMap), Namespace: pulumi.String(CoreDNSNamespace)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.SplitHorizonCorefileConfigMap), Namespace: pulumi.String(naming.NamespaceKubeSystem)},
 		Data:     pulumi.StringMap{CorefileKey: corefile},
 	}, retained...)
 	if err != nil {
 		return err
 	}
 	_, err = appsv1.NewDeploymentPatch(ctx, name+"-coredns-volume", &appsv1.DeploymentPatchArgs{
-		Metadata: &metav1.ObjectMetaPatchArgs{Name: pulumi.String(CoreDNSDeployment), Namespace: pulumi.String(CoreDNSNamespace)},
+		Metadata: &metav1.ObjectMetaPatchArgs{Name: pulumi.String(CoreDNSDeployment), Namespace: pulumi.String(naming.NamespaceKubeSystem)},
 		Spec: &appsv1.DeploymentSpecPatchArgs{Template: &corev1.PodTemplateSpecPatchArgs{
 			// A subPath mount does not follow changes of its ConfigMap: a new Corefile
 			// rolls the pods through this annotation.
@@ -89,20 +87,20 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 				Containers: corev1.ContainerPatchArray{&corev1.ContainerPatchArgs{
 					Name: pulumi.String(CoreDNSContainer),
 					VolumeMounts: corev1.VolumeMountPatchArray{
-						&corev1.VolumeMountPatchArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), MountPath: pulumi.String(splitHorizonMountPath), ReadOnly: pulumi.Bool(true)},
+						&corev1.VolumeMountPatchArgs{Name: pulumi.String(naming.SplitHorizonHostsConfigMap), MountPath: pulumi.String(splitHorizonMountPath), ReadOnly: pulumi.Bool(true)},
 						// Over kubeadm's file inside its own /etc/coredns mount.
-						&corev1.VolumeMountPatchArgs{Name: pulumi.String(SplitHorizonCorefileConfigMap), MountPath: pulumi.String(CorefilePath), SubPath: pulumi.String(CorefileKey), ReadOnly: pulumi.Bool(true)},
+						&corev1.VolumeMountPatchArgs{Name: pulumi.String(naming.SplitHorizonCorefileConfigMap), MountPath: pulumi.String(CorefilePath), SubPath: pulumi.String(CorefileKey), ReadOnly: pulumi.Bool(true)},
 					},
 				}},
 				Volumes: corev1.VolumePatchArray{
 					&corev1.VolumePatchArgs{
-						Name: pulumi.String(SplitHorizonHostsConfigMap),
+						Name: pulumi.String(naming.SplitHorizonHostsConfigMap),
 						// Optional: CoreDNS keeps running when the ConfigMap is gone.
-						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(SplitHorizonHostsConfigMap), Optional: pulumi.Bool(true)},
+						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(naming.SplitHorizonHostsConfigMap), Optional: pulumi.Bool(true)},
 					},
 					&corev1.VolumePatchArgs{
-						Name:      pulumi.String(SplitHorizonCorefileConfigMap),
-						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(SplitHorizonCorefileConfigMap)},
+						Name:      pulumi.String(naming.SplitHorizonCorefileConfigMap),
+						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(naming.SplitHorizonCorefileConfigMap)},
 					},
 				},
 			}}},

@@ -7,10 +7,10 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components/edgeapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 const (
-	EdgeGatewayName = "kcp-edge"
 	// EdgeListenerPort is the port the edge listens on for every kcp hostname.
 	EdgeListenerPort = 443
 	// KindGatewayWaitFor is what the provider awaits on the kind Gateway: Envoy Gateway
@@ -49,16 +49,16 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 	}}
 	envoyProxy.Provider.Kubernetes.EnvoyService.Patch.Value.Spec.Ports = []edgeapi.NodePort{{Port: EdgeListenerPort, NodePort: e.cfg.Kind.GatewayNodePort}}
 	proxy, err := newUntyped(ctx, name+"-envoyproxy",
-		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "EnvoyProxy", Name: EdgeGatewayName, Namespace: NamespaceEnvoyGateway},
+		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "EnvoyProxy", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceEnvoyGateway},
 		envoyProxy, after()...)
 	if err != nil {
 		return pulumi.StringOutput{}, err
 	}
 	class, err := newUntyped(ctx, name+"-gatewayclass",
-		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "GatewayClass", Name: EdgeGatewayName},
+		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "GatewayClass", Name: naming.EdgeGatewayName},
 		edgeapi.GatewayClassSpec{
 			ControllerName: "gateway.envoyproxy.io/gatewayclass-controller",
-			ParametersRef:  &edgeapi.ParametersRef{Group: edgeapi.EnvoyGroup, Kind: "EnvoyProxy", Name: EdgeGatewayName, Namespace: NamespaceEnvoyGateway},
+			ParametersRef:  &edgeapi.ParametersRef{Group: edgeapi.EnvoyGroup, Kind: "EnvoyProxy", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceEnvoyGateway},
 		}, after(proxy)...)
 	if err != nil {
 		return pulumi.StringOutput{}, err
@@ -70,10 +70,10 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 	// Custom resources are not awaited unless they carry pulumi.com/waitFor: the edge is
 	// ready when Envoy Gateway says so, not when the object exists.
 	gateway, err := newUntyped(ctx, name+"-gateway",
-		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: EdgeGatewayName, Namespace: NamespaceKcp,
+		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceKcp,
 			Annotations: map[string]string{AnnotationWaitFor: KindGatewayWaitFor}},
 		edgeapi.GatewaySpec{
-			GatewayClassName: EdgeGatewayName,
+			GatewayClassName: naming.EdgeGatewayName,
 			// No listener hostname: a wildcard would not match the apex; the TLSRoutes
 			// route by SNI.
 			Listeners: []edgeapi.Listener{{
@@ -87,13 +87,13 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 	}
 	var routes []edgeapi.PolicyTargetRef
 	for _, b := range backends {
-		routeName := "kcp-" + b.Name
+		routeName := naming.EdgeRouteName(b.Name)
 		if _, err := newUntyped(ctx, name+"-route-"+b.Name,
-			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "TLSRoute", Name: routeName, Namespace: NamespaceKcp},
+			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "TLSRoute", Name: routeName, Namespace: naming.NamespaceKcp},
 			edgeapi.RouteSpec{
-				ParentRefs: []edgeapi.ParentRef{{Name: EdgeGatewayName}},
+				ParentRefs: []edgeapi.ParentRef{{Name: naming.EdgeGatewayName}},
 				Hostnames:  []string{b.Hostname},
-				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: b.Service, Port: KcpPort}}}},
+				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: b.Service, Port: naming.KcpPort}}}},
 			}, after(append([]pulumi.Resource{gateway}, b.DependsOn...)...)...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
@@ -102,9 +102,9 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 	// Passthrough connections are TCP to Envoy: the TCP idle timeout is what would close
 	// a quiet watch. The HTTP timeouts apply if a listener ever terminates TLS.
 	if _, err := newUntyped(ctx, name+"-client-policy",
-		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "ClientTrafficPolicy", Name: EdgeGatewayName, Namespace: NamespaceKcp},
+		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "ClientTrafficPolicy", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceKcp},
 		edgeapi.ClientTrafficPolicySpec{
-			TargetRefs: []edgeapi.PolicyTargetRef{{Group: edgeapi.GatewayGroup, Kind: "Gateway", Name: EdgeGatewayName}},
+			TargetRefs: []edgeapi.PolicyTargetRef{{Group: edgeapi.GatewayGroup, Kind: "Gateway", Name: naming.EdgeGatewayName}},
 			Timeout: edgeapi.ClientTimeout{
 				TCP:  edgeapi.ClientTCPTimeout{IdleTimeout: timeout},
 				HTTP: edgeapi.ClientHTTPTimeout{IdleTimeout: timeout, StreamIdleTimeout: timeout},
@@ -113,7 +113,7 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 		return pulumi.StringOutput{}, err
 	}
 	if _, err := newUntyped(ctx, name+"-backend-policy",
-		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "BackendTrafficPolicy", Name: EdgeGatewayName, Namespace: NamespaceKcp},
+		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "BackendTrafficPolicy", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceKcp},
 		edgeapi.BackendTrafficPolicySpec{
 			TargetRefs: routes,
 			Timeout: edgeapi.BackendTimeout{

@@ -5,6 +5,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components/edgeapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // The annotation pulumi-kubernetes (>= 4.18) awaits on a custom resource, and what the
@@ -13,9 +14,6 @@ const (
 	GatewayWaitForAnnotation = "pulumi.com/waitFor"
 	GatewayWaitFor           = "jsonpath={.status.addresses[0].value}"
 )
-
-// edgeCertificateName is the Secret cert-manager issues the listener certificate into.
-const edgeCertificateName = "kcp-edge-tls"
 
 // gkeGatewayEdge is the GKE edge: a GKE Gateway with an HTTPS listener per hostname,
 // HTTPRoutes to the owned Services (appProtocol HTTPS, so the load balancer re-encrypts),
@@ -37,21 +35,21 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 	annotations := map[string]string{GatewayWaitForAnnotation: GatewayWaitFor}
 	if gw.CertManagerClusterIssuer != "" {
 		// cert-manager's gateway-shim issues the listener certificate into this Secret.
-		certificate = edgeCertificateName
+		certificate = naming.EdgeCertificateSecret
 		annotations["cert-manager.io/cluster-issuer"] = gw.CertManagerClusterIssuer
 	}
 	var listeners []edgeapi.Listener
 	var serviceDeps []pulumi.Resource
 	for _, b := range backends {
 		listeners = append(listeners, edgeapi.Listener{
-			Name: "https-" + b.Name, Protocol: "HTTPS", Port: EdgeListenerPort, Hostname: b.Hostname,
+			Name: naming.EdgeListenerName(b.Name), Protocol: "HTTPS", Port: EdgeListenerPort, Hostname: b.Hostname,
 			TLS:           &edgeapi.ListenerTLS{Mode: "Terminate", CertificateRefs: []edgeapi.CertificateRef{{Kind: "Secret", Name: certificate}}},
 			AllowedRoutes: &edgeapi.AllowedRoutes{Namespaces: edgeapi.RouteNamespaces{From: "Same"}},
 		})
 		serviceDeps = append(serviceDeps, b.DependsOn...)
 	}
 	gateway, err := newUntyped(ctx, name+"-gateway",
-		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: EdgeGatewayName, Namespace: NamespaceKcp, Annotations: annotations},
+		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceKcp, Annotations: annotations},
 		edgeapi.GatewaySpec{GatewayClassName: gw.ClassName, Listeners: listeners},
 		append(with(serviceDeps), pulumi.Timeouts(&pulumi.CustomTimeouts{Create: "20m", Update: "20m"}))...)
 	if err != nil {
@@ -59,29 +57,29 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 	}
 	for _, b := range backends {
 		if _, err := newUntyped(ctx, name+"-route-"+b.Name,
-			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "HTTPRoute", Name: "kcp-" + b.Name, Namespace: NamespaceKcp},
+			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "HTTPRoute", Name: naming.EdgeRouteName(b.Name), Namespace: naming.NamespaceKcp},
 			edgeapi.RouteSpec{
-				ParentRefs: []edgeapi.ParentRef{{Name: EdgeGatewayName, SectionName: "https-" + b.Name}},
+				ParentRefs: []edgeapi.ParentRef{{Name: naming.EdgeGatewayName, SectionName: naming.EdgeListenerName(b.Name)}},
 				Hostnames:  []string{b.Hostname},
-				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: b.Service, Port: KcpPort}}}},
+				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: b.Service, Port: naming.KcpPort}}}},
 			}, with(append([]pulumi.Resource{gateway}, b.DependsOn...))...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
 		target := edgeapi.ServiceTargetRef{Group: "", Kind: "Service", Name: b.Service}
 		if _, err := newUntyped(ctx, name+"-backend-policy-"+b.Name,
-			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "GCPBackendPolicy", Name: b.Service, Namespace: NamespaceKcp},
+			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "GCPBackendPolicy", Name: b.Service, Namespace: naming.NamespaceKcp},
 			edgeapi.GCPBackendPolicySpec{TargetRef: target, Default: edgeapi.GCPBackendPolicyConfig{TimeoutSec: timeoutSec}},
 			with(b.DependsOn)...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
 		if _, err := newUntyped(ctx, name+"-health-check-"+b.Name,
-			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "HealthCheckPolicy", Name: b.Service, Namespace: NamespaceKcp},
+			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "HealthCheckPolicy", Name: b.Service, Namespace: naming.NamespaceKcp},
 			edgeapi.HealthCheckPolicySpec{TargetRef: target, Default: edgeapi.HealthCheckPolicy{
 				CheckIntervalSec: 15,
 				TimeoutSec:       5,
 				Config: edgeapi.HealthCheckConfig{
 					Type:             "HTTPS",
-					HTTPSHealthCheck: edgeapi.HTTPSHealthCheck{RequestPath: "/readyz", PortSpecification: "USE_FIXED_PORT", Port: KcpPort},
+					HTTPSHealthCheck: edgeapi.HTTPSHealthCheck{RequestPath: "/readyz", PortSpecification: "USE_FIXED_PORT", Port: naming.KcpPort},
 				},
 			}}, with(b.DependsOn)...); err != nil {
 			return pulumi.StringOutput{}, err

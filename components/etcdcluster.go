@@ -12,7 +12,7 @@ import (
 	networkingv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/networking/v1"
 	policyv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/policy/v1"
 
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // EtcdClusterArgs describes one shard's etcd.
@@ -49,7 +49,7 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 	}
 	parent := pulumi.Parent(c)
 	shard := args.Shard
-	appName := EtcdName(shard)
+	appName := naming.EtcdName(shard)
 	labels := pulumi.StringMap{"app": pulumi.String(appName), "app.kubernetes.io/name": pulumi.String("etcd"), "railgrid.io/shard": pulumi.String(shard)}
 	selector := pulumi.StringMap{"app": pulumi.String(appName)}
 	ns := args.Namespace.Metadata.Name().Elem()
@@ -60,7 +60,7 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 
 	// publishNotReadyAddresses: members must find each other before any is ready.
 	headless, err := corev1.NewService(ctx, name+"-headless", &corev1.ServiceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(EtcdHeadlessService(shard)), Namespace: ns, Labels: labels},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdHeadlessService(shard)), Namespace: ns, Labels: labels},
 		Spec: &corev1.ServiceSpecArgs{
 			ClusterIP:                pulumi.String("None"),
 			PublishNotReadyAddresses: pulumi.Bool(true),
@@ -101,7 +101,7 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 	sts, err := appsv1.NewStatefulSet(ctx, name, &appsv1.StatefulSetArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(appName), Namespace: ns, Labels: labels},
 		Spec: &appsv1.StatefulSetSpecArgs{
-			ServiceName: pulumi.String(EtcdHeadlessService(shard)),
+			ServiceName: pulumi.String(naming.EtcdHeadlessService(shard)),
 			Replicas:    pulumi.Int(args.Members),
 			// Parallel: a new cluster has no quorum until every member has started.
 			PodManagementPolicy: pulumi.String("Parallel"),
@@ -148,16 +148,15 @@ func etcdPorts() corev1.ServicePortArray {
 
 func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSpecArgs {
 	shard := args.Shard
-	headless := EtcdHeadlessService(shard)
 	var peers string
 	for i := 0; i < args.Members; i++ {
 		if i > 0 {
 			peers += ","
 		}
-		peers += fmt.Sprintf("%s-%d=%s", EtcdName(shard), i, EtcdPeerURL(shard, i))
+		peers += fmt.Sprintf("%s-%d=%s", naming.EtcdName(shard), i, EtcdPeerURL(shard, i))
 	}
 	memberURL := func(port int) string {
-		return fmt.Sprintf("http://$(HOSTNAME).%s.%s.svc.%s:%d", headless, NamespaceEtcd, ClusterDomain, port)
+		return fmt.Sprintf("http://$(HOSTNAME).%s:%d", naming.EtcdHeadlessHost(shard), port)
 	}
 	spec := &corev1.PodSpecArgs{
 		NodeSelector: pulumi.ToStringMap(args.Placement.NodeSelector),
@@ -187,7 +186,7 @@ func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSp
 				"--initial-advertise-peer-urls=" + memberURL(EtcdPeerPort),
 				"--initial-cluster=" + peers,
 				"--initial-cluster-state=new",
-				"--initial-cluster-token=" + EtcdName(shard),
+				"--initial-cluster-token=" + naming.EtcdName(shard),
 				"--auto-compaction-mode=periodic",
 				"--auto-compaction-retention=1h",
 				"--quota-backend-bytes=8589934592",
@@ -238,11 +237,11 @@ func httpProbe(path string, initialDelay int) *corev1.ProbeArgs {
 func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, ns pulumi.StringOutput, labels, selector pulumi.StringMap, parent pulumi.ResourceOption) (*networkingv1.NetworkPolicy, error) {
 	clientPort := networkingv1.NetworkPolicyPortArray{&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdClientPort), Protocol: pulumi.String("TCP")}}
 	kcpComponent := ComponentShard
-	if shard == config.RootShardName {
+	if shard == naming.RootShardName {
 		kcpComponent = ComponentRootShard
 	}
 	return networkingv1.NewNetworkPolicy(ctx, name+"-netpol", &networkingv1.NetworkPolicyArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(EtcdName(shard)), Namespace: ns, Labels: labels},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdName(shard)), Namespace: ns, Labels: labels},
 		Spec: &networkingv1.NetworkPolicySpecArgs{
 			PodSelector: &metav1.LabelSelectorArgs{MatchLabels: selector},
 			PolicyTypes: pulumi.StringArray{pulumi.String("Ingress")},
@@ -251,7 +250,7 @@ func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, ns pulumi.Str
 				&networkingv1.NetworkPolicyIngressRuleArgs{
 					Ports: clientPort,
 					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
-						NamespaceSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{"kubernetes.io/metadata.name": pulumi.String(NamespaceKcp)}},
+						NamespaceSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{"kubernetes.io/metadata.name": pulumi.String(naming.NamespaceKcp)}},
 						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{
 							LabelComponent: pulumi.String(kcpComponent),
 							LabelInstance:  pulumi.String(shard),

@@ -10,6 +10,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // FrontProxyArgs wires the front proxy to its root shard.
@@ -37,7 +38,7 @@ func NewFrontProxy(ctx *pulumi.Context, name string, args *FrontProxyArgs, opts 
 	if args == nil || args.Config == nil || args.RootShard == nil || args.Operator == nil {
 		return nil, errors.New("FrontProxy: Config, RootShard and Operator are required")
 	}
-	f := &FrontProxy{Name: FrontProxyName}
+	f := &FrontProxy{Name: naming.FrontProxyName}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:FrontProxy", name, f, opts...); err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func NewFrontProxy(ctx *pulumi.Context, name string, args *FrontProxyArgs, opts 
 		Auth:      kcpAuth(cfg),
 		// The minted kubeconfigs use this address: keep it the in-cluster Service so the
 		// hub never leaves the cluster. The public name goes on the certificate only.
-		External:             &kcpapi.ExternalConfig{Hostname: OperatorServiceHost(FrontProxyDeployment(f.Name)), Port: KcpPort},
+		External:             &kcpapi.ExternalConfig{Hostname: naming.OperatorServiceHost(naming.FrontProxyDeployment(f.Name)), Port: naming.KcpPort},
 		CertificateTemplates: serverCertificate(endpoint.Hostname),
 	}
 	deps := []pulumi.Resource{args.RootShard.RootShard, args.Operator.Release}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // AnnotationRemint records the re-mint generation on the Kubeconfig object.
@@ -58,7 +59,7 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 	}
 	cfg := args.Config
 	generation := strconv.Itoa(cfg.Hub.RemintGeneration)
-	objectName := KubeconfigObjectName(cfg.Hub.RemintGeneration)
+	objectName := naming.KubeconfigObjectName(cfg.Hub.RemintGeneration)
 	spec := kcpapi.KubeconfigSpec{
 		Username:  KubeconfigUsername,
 		Groups:    []string{KubeconfigAdminGroup},
@@ -71,7 +72,7 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 			Subject: &kcpapi.X509Subject{OrganizationalUnits: []string{"railgrid-kcp-mint-" + generation}},
 		}},
 	}
-	// A re-mint renames the object (KubeconfigObjectName), which replaces it: the new
+	// A re-mint renames the object (naming.KubeconfigObjectName), which replaces it: the new
 	// object is created and waited on until Available, the hub Secret is updated from
 	// its Secret, and only then is the previous generation's object deleted, so the hub
 	// Secret never points at a credential that is not there yet.
@@ -90,7 +91,7 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 	// once the Secret is written. Secret all the way: the read keeps data secret, and the
 	// Kubernetes SDK wraps every Secret's data in a Pulumi secret.
 	encoded := kubeconfig.ID().ApplyT(func(pulumi.ID) (pulumi.StringOutput, error) {
-		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(NamespaceKcp+"/"+objectName), nil,
+		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(naming.NamespaceKcp+"/"+objectName), nil,
 			pulumi.Parent(h), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
 		if err != nil {
 			return pulumi.StringOutput{}, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // kcpObjectTimeoutSeconds bounds every wait for a kcp object's Available condition:
@@ -26,7 +27,7 @@ func newKcpObject(ctx *pulumi.Context, name, kind, objectName string, spec any, 
 	for k, v := range annotations {
 		all[k] = v
 	}
-	return newUntyped(ctx, name, objectMeta{APIVersion: kcpapi.APIVersion, Kind: kind, Name: objectName, Namespace: NamespaceKcp, Annotations: all}, spec, opts...)
+	return newUntyped(ctx, name, objectMeta{APIVersion: kcpapi.APIVersion, Kind: kind, Name: objectName, Namespace: naming.NamespaceKcp, Annotations: all}, spec, opts...)
 }
 
 // withOption appends opt to opts unless it is nil.
@@ -100,14 +101,14 @@ func newOwnedService(ctx *pulumi.Context, name, component, instance, clusterIP s
 		return &corev1.ServicePortArgs{
 			Name:        pulumi.String(portName),
 			Port:        pulumi.Int(number),
-			TargetPort:  pulumi.Int(KcpPort),
+			TargetPort:  pulumi.Int(naming.KcpPort),
 			AppProtocol: pulumi.String("HTTPS"),
 		}
 	}
 	return corev1.NewService(ctx, name, &corev1.ServiceArgs{
 		Metadata: &metav1.ObjectMetaArgs{
-			Name:      pulumi.String(OwnedServiceName(instance)),
-			Namespace: pulumi.String(NamespaceKcp),
+			Name:      pulumi.String(naming.OwnedServiceName(instance)),
+			Namespace: pulumi.String(naming.NamespaceKcp),
 			Labels:    pulumi.StringMap{"app.kubernetes.io/part-of": pulumi.String(config.Project), LabelInstance: pulumi.String(instance)},
 		},
 		Spec: &corev1.ServiceSpecArgs{
@@ -117,7 +118,7 @@ func newOwnedService(ctx *pulumi.Context, name, component, instance, clusterIP s
 				LabelComponent: pulumi.String(component),
 				LabelInstance:  pulumi.String(instance),
 			},
-			Ports: corev1.ServicePortArray{port("https", PublicHTTPSPort), port("https-kcp", KcpPort)},
+			Ports: corev1.ServicePortArray{port("https", PublicHTTPSPort), port("https-kcp", naming.KcpPort)},
 		},
 	}, opts...)
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // KcpOperatorArgs describes the kcp-operator installation.
@@ -49,7 +50,7 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 	}
 	cfg := args.Config
 	chart := &HelmReleaseArgs{
-		Name:      pulumi.String(OperatorReleaseName),
+		Name:      pulumi.String(naming.OperatorReleaseName),
 		Namespace: args.OperatorNamespace.Metadata.Name().Elem(),
 		Chart:     pulumi.String(config.OperatorChartName),
 		Version:   pulumi.String(cfg.Versions.OperatorChart),
@@ -72,7 +73,7 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 	// A self-signed Issuer: the operator only uses it to issue kcp's root CA.
 	issuerDeps := append([]pulumi.Resource{args.KcpNamespace}, args.CertManager...)
 	issuer, err := newUntyped(ctx, name+"-issuer",
-		objectMeta{APIVersion: "cert-manager.io/v1", Kind: "Issuer", Name: SelfSignedIssuer, Namespace: NamespaceKcp},
+		objectMeta{APIVersion: "cert-manager.io/v1", Kind: "Issuer", Name: naming.SelfSignedIssuer, Namespace: naming.NamespaceKcp},
 		struct {
 			SelfSigned struct{} `json:"selfSigned"`
 		}{}, pulumi.Parent(o), pulumi.DependsOn(issuerDeps))

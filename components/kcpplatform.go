@@ -10,6 +10,7 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // KcpPlatformArgs is the validated stack configuration.
@@ -65,15 +66,15 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 	// Pod Security: the etcd namespace holds only pods of this program, so it enforces
 	// the restricted level; kcp-system and kcp-operator run pods of upstream charts and
 	// of the operator, which are not ours to change, so they only warn.
-	etcdNS, err := newNamespace(ctx, name+"-ns-etcd", NamespaceEtcd, true, PodSecurityEnforceLabel, child...)
+	etcdNS, err := newNamespace(ctx, name+"-ns-etcd", naming.NamespaceEtcd, true, PodSecurityEnforceLabel, child...)
 	if err != nil {
 		return nil, err
 	}
-	operatorNS, err := newNamespace(ctx, name+"-ns-operator", NamespaceOperator, false, PodSecurityWarnLabel, child...)
+	operatorNS, err := newNamespace(ctx, name+"-ns-operator", naming.NamespaceOperator, false, PodSecurityWarnLabel, child...)
 	if err != nil {
 		return nil, err
 	}
-	kcpNS, err := newNamespace(ctx, name+"-ns-kcp", NamespaceKcp, false, PodSecurityWarnLabel, child...)
+	kcpNS, err := newNamespace(ctx, name+"-ns-kcp", naming.NamespaceKcp, false, PodSecurityWarnLabel, child...)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +118,7 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 	}
 	if p.RootShard, err = NewKcpRootShard(ctx, name+"-root", &KcpRootShardArgs{
 		Config:       cfg,
-		Etcd:         etcdByShard[config.RootShardName],
+		Etcd:         etcdByShard[naming.RootShardName],
 		Operator:     p.Operator,
 		RolloutWaits: waits.ofRootShard(),
 	}, child...); err != nil {
@@ -209,13 +210,13 @@ func (p *KcpPlatform) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.R
 // exposedBackends are the hostnames the edge serves: the front proxy and every shard.
 func (p *KcpPlatform) exposedBackends(cfg *config.Config) []ExposedBackend {
 	backends := []ExposedBackend{
-		{Name: p.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: OwnedServiceName(p.FrontProxy.Name), DependsOn: []pulumi.Resource{p.FrontProxy.Service, p.FrontProxy.FrontProxy}},
-		{Name: p.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: OwnedServiceName(p.RootShard.Name), DependsOn: []pulumi.Resource{p.RootShard.Service, p.RootShard.RootShard}},
+		{Name: p.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: naming.OwnedServiceName(p.FrontProxy.Name), DependsOn: []pulumi.Resource{p.FrontProxy.Service, p.FrontProxy.FrontProxy}},
+		{Name: p.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: naming.OwnedServiceName(p.RootShard.Name), DependsOn: []pulumi.Resource{p.RootShard.Service, p.RootShard.RootShard}},
 	}
 	// Each route waits for its kcp object to be Available: the edge sends no traffic to a
 	// shard that is still starting (the design's order: the Shard before its route).
 	for i, s := range cfg.Kcp.Shards {
-		backends = append(backends, ExposedBackend{Name: s.Name, Hostname: s.Hostname, Service: OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{p.Shards[i].Service, p.Shards[i].Shard}})
+		backends = append(backends, ExposedBackend{Name: s.Name, Hostname: s.Hostname, Service: naming.OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{p.Shards[i].Service, p.Shards[i].Shard}})
 	}
 	return backends
 }

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
-	"github.com/railgrid/railgrid-kcp/internal/naming"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // The resource hooks that make a kcp upgrade roll in the design's order.
@@ -77,7 +77,7 @@ func newKcpRolloutWaits(ctx *pulumi.Context, access clusterAccess) (kcpRolloutWa
 		}
 		cfg, err := access()
 		if err != nil {
-			return fmt.Errorf("reaching the cluster to wait for the rollout of %s %s/%s: %w", kind, NamespaceKcp, name, err)
+			return fmt.Errorf("reaching the cluster to wait for the rollout of %s %s/%s: %w", kind, naming.NamespaceKcp, name, err)
 		}
 		return waitForKcpRollout(context.Background(), cfg, server, timeout, 2*time.Second)
 	}
@@ -138,13 +138,13 @@ func kcpServerOf(kind, name string) (kcpServer, error) {
 	switch kind {
 	case kcpapi.KindRootShard:
 		return kcpServer{Kind: kind, Name: name, resource: "rootshards", compiledResource: "compiledrootshards", compiledField: "rootShard",
-			deployments: []kcpDeployment{{RootShardDeployment(name), []string{"image"}}, {naming.RootShardProxyDeployment(name), []string{"proxy", "image"}}}}, nil
+			deployments: []kcpDeployment{{naming.RootShardDeployment(name), []string{"image"}}, {naming.RootShardProxyDeployment(name), []string{"proxy", "image"}}}}, nil
 	case kcpapi.KindShard:
 		return kcpServer{Kind: kind, Name: name, resource: "shards", compiledResource: "compiledshards", compiledField: "shard",
-			deployments: []kcpDeployment{{ShardDeployment(name), []string{"image"}}}}, nil
+			deployments: []kcpDeployment{{naming.ShardDeployment(name), []string{"image"}}}}, nil
 	case kcpapi.KindFrontProxy:
 		return kcpServer{Kind: kind, Name: name, resource: "frontproxies", compiledResource: "compiledfrontproxies", compiledField: "frontProxy",
-			deployments: []kcpDeployment{{FrontProxyDeployment(name), []string{"image"}}}}, nil
+			deployments: []kcpDeployment{{naming.FrontProxyDeployment(name), []string{"image"}}}}, nil
 	}
 	return kcpServer{}, fmt.Errorf("no kcp Deployments are known for kind %q", kind)
 }
@@ -203,8 +203,8 @@ func waitForKcpRollout(ctx context.Context, cfg *rest.Config, server kcpServer, 
 			return fmt.Errorf("%s %s/%s: its new spec is applied, but the operator has not rolled it out after %s: %s. "+
 				"Look at `kubectl -n %s rollout status deploy/%s` and at the operator's logs (`kubectl -n %s logs deploy/%s`); "+
 				"once it has rolled out, run `pulumi up` again: it updates what waits for it, checking the root shard first",
-				server.Kind, NamespaceKcp, server.Name, timeout, strings.Join(last, "; "),
-				NamespaceKcp, server.deployments[0].Name, NamespaceOperator, OperatorReleaseName)
+				server.Kind, naming.NamespaceKcp, server.Name, timeout, strings.Join(last, "; "),
+				naming.NamespaceKcp, server.deployments[0].Name, naming.NamespaceOperator, naming.OperatorReleaseName)
 		}
 		select {
 		case <-ctx.Done():
@@ -224,12 +224,12 @@ var (
 // generation; updated, ready and available replicas all equal to spec.replicas; no pod
 // of an older ReplicaSet left) with each kcp container at the image the spec names.
 func kcpRolloutPending(ctx context.Context, c rolloutClients, server kcpServer) ([]string, error) {
-	obj, err := c.dyn.Resource(operatorGroupVersion.WithResource(server.resource)).Namespace(NamespaceKcp).Get(ctx, server.Name, metav1.GetOptions{})
+	obj, err := c.dyn.Resource(operatorGroupVersion.WithResource(server.resource)).Namespace(naming.NamespaceKcp).Get(ctx, server.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
 	compiledName := "Compiled" + server.Kind
-	compiled, err := c.dyn.Resource(compiledGroupVersion.WithResource(server.compiledResource)).Namespace(NamespaceKcp).Get(ctx, server.Name, metav1.GetOptions{})
+	compiled, err := c.dyn.Resource(compiledGroupVersion.WithResource(server.compiledResource)).Namespace(naming.NamespaceKcp).Get(ctx, server.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return []string{fmt.Sprintf("the operator has not rendered its %s yet", compiledName)}, nil
 	}
@@ -288,9 +288,9 @@ func specImage(spec map[string]any, path []string) (string, error) {
 // deploymentPending says how far one Deployment is from having rolled out to image, or ""
 // once it has.
 func deploymentPending(ctx context.Context, kube kubernetes.Interface, name, image string) (string, error) {
-	d, err := kube.AppsV1().Deployments(NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
+	d, err := kube.AppsV1().Deployments(naming.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Sprintf("%s/%s does not exist yet", NamespaceKcp, name), nil
+		return fmt.Sprintf("%s/%s does not exist yet", naming.NamespaceKcp, name), nil
 	}
 	if err != nil {
 		return "", err
@@ -300,7 +300,7 @@ func deploymentPending(ctx context.Context, kube kubernetes.Interface, name, ima
 		want = *d.Spec.Replicas
 	}
 	st := d.Status
-	counts := fmt.Sprintf("%s/%s: %d of %d replicas updated, %d ready, %d available", NamespaceKcp, name, st.UpdatedReplicas, want, st.ReadyReplicas, st.AvailableReplicas)
+	counts := fmt.Sprintf("%s/%s: %d of %d replicas updated, %d ready, %d available", naming.NamespaceKcp, name, st.UpdatedReplicas, want, st.ReadyReplicas, st.AvailableReplicas)
 	var stale []string
 	current := false
 	for _, c := range d.Spec.Template.Spec.Containers {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // KcpRootShardArgs wires the root shard to what it needs first.
@@ -38,7 +39,7 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 	if args == nil || args.Config == nil || args.Etcd == nil || args.Operator == nil {
 		return nil, errors.New("KcpRootShard: Config, Etcd and Operator are required")
 	}
-	r := &KcpRootShard{Name: config.RootShardName}
+	r := &KcpRootShard{Name: naming.RootShardName}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:KcpRootShard", name, r, opts...); err != nil {
 		return nil, err
 	}
@@ -56,8 +57,8 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 		// Pinned too: the proxy would otherwise follow the operator's default kcp tag.
 		Proxy: &kcpapi.RootShardProxySpec{Image: kcpImage(cfg), Replicas: kcpapi.Int32(endpoint.Replicas)},
 		// The in-cluster front-proxy Service keeps the shards' and the hub's path in the cluster.
-		External:     kcpapi.ExternalConfig{Hostname: OperatorServiceHost(FrontProxyDeployment(FrontProxyName)), Port: KcpPort},
-		Certificates: kcpapi.Certificates{IssuerRef: &kcpapi.ObjectReference{Group: "cert-manager.io", Kind: "Issuer", Name: SelfSignedIssuer}},
+		External:     kcpapi.ExternalConfig{Hostname: naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName)), Port: naming.KcpPort},
+		Certificates: kcpapi.Certificates{IssuerRef: &kcpapi.ObjectReference{Group: "cert-manager.io", Kind: "Issuer", Name: naming.SelfSignedIssuer}},
 		Cache:        kcpapi.CacheConfig{Embedded: &kcpapi.EmbeddedCacheConfiguration{Enabled: true}},
 	}
 	// The StatefulSet itself, not the EtcdCluster component: a dependency on a component

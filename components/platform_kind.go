@@ -6,13 +6,7 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/internal/naming"
-)
-
-// Namespaces of the add-ons the kind stack installs.
-const (
-	NamespaceCertManager  = naming.NamespaceCertManager
-	NamespaceEnvoyGateway = naming.NamespaceEnvoyGateway
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // KindPlatform is what the kind stack adds around kcp: the cluster connection and, unless
@@ -66,7 +60,7 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 			Chart:           pulumi.String("cert-manager"),
 			Version:         pulumi.String(v.CertManager),
 			Repo:            pulumi.String(config.CertManagerChartRepo),
-			Namespace:       pulumi.String(NamespaceCertManager),
+			Namespace:       pulumi.String(naming.NamespaceCertManager),
 			CreateNamespace: true,
 			// keep: uninstalling cert-manager must not delete every Certificate with its CRDs.
 			Values: pulumi.Map{"crds": pulumi.Map{"enabled": pulumi.Bool(true), "keep": pulumi.Bool(true)}},
@@ -81,7 +75,7 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 			Name:            pulumi.String("envoy-gateway"),
 			Chart:           pulumi.String(config.EnvoyGatewayChart),
 			Version:         pulumi.String(v.EnvoyGateway),
-			Namespace:       pulumi.String(NamespaceEnvoyGateway),
+			Namespace:       pulumi.String(naming.NamespaceEnvoyGateway),
 			CreateNamespace: true,
 		}, releaseOpts...)
 		if err != nil {

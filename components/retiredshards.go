@@ -1,11 +1,11 @@
 package components
 
 import (
-	"fmt"
-
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
+
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // RetiredShardVolumesArgs names the shards taken out of kcp.shards whose etcd volumes
@@ -26,12 +26,6 @@ type RetiredShardVolumes struct {
 	Volumes pulumi.MapOutput `pulumi:"volumes"`
 }
 
-// EtcdClaimName is the volume claim of member i of a shard's etcd StatefulSet: the
-// claim template "data", the StatefulSet's name and the ordinal.
-func EtcdClaimName(shard string, member int) string {
-	return fmt.Sprintf("data-%s-%d", EtcdName(shard), member)
-}
-
 // NewRetiredShardVolumes reads the claims of every retired shard. A claim that is gone
 // fails the read: a shard whose data was removed for good is no longer retired, and
 // leaves kcp.retiredShards.
@@ -44,15 +38,15 @@ func NewRetiredShardVolumes(ctx *pulumi.Context, name string, args *RetiredShard
 	for _, shard := range args.Shards {
 		claims := pulumi.StringMap{}
 		for i := 0; i < args.Members; i++ {
-			claim := EtcdClaimName(shard, i)
-			pvc, err := corev1.GetPersistentVolumeClaim(ctx, name+"-"+claim, pulumi.ID(NamespaceEtcd+"/"+claim), nil, pulumi.Parent(r))
+			claim := naming.EtcdClaimName(shard, i)
+			pvc, err := corev1.GetPersistentVolumeClaim(ctx, name+"-"+claim, pulumi.ID(naming.NamespaceEtcd+"/"+claim), nil, pulumi.Parent(r))
 			if err != nil {
 				return nil, err
 			}
 			// The bound PersistentVolume; on GKE the PD CSI driver names the disk after it.
 			claims[claim] = pvc.Spec.VolumeName().Elem()
 		}
-		volumes[shard] = pulumi.Map{"namespace": pulumi.String(NamespaceEtcd), "claims": claims}
+		volumes[shard] = pulumi.Map{"namespace": pulumi.String(naming.NamespaceEtcd), "claims": claims}
 	}
 	r.Volumes = volumes.ToMapOutput()
 	if err := ctx.RegisterResourceOutputs(r, pulumi.Map{"volumes": r.Volumes}); err != nil {

@@ -16,12 +16,7 @@ import (
 	networkingv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/networking/v1"
 
 	"github.com/railgrid/railgrid-kcp/config"
-)
-
-// Kubernetes ServiceAccounts of the snapshot and drill jobs (namespace etcd).
-const (
-	SnapshotServiceAccount = "etcd-snapshots"
-	DrillServiceAccount    = "etcd-restore-drill"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // gcsSnapshots takes scheduled etcd snapshots to a GCS bucket outside the cluster and
@@ -70,11 +65,11 @@ func (s gcsSnapshots) DeclareSnapshots(ctx *pulumi.Context, name string, cluster
 
 	// The snapshot job may create objects and, as gcloud's upload needs, read and list
 	// them, but never delete or overwrite one; the drill may only read them.
-	snapshotSA, err := s.workloadIdentity(ctx, name+"-snapshots", "kcp-etcd-snapshots", SnapshotServiceAccount, bucket, SnapshotRoles, opts)
+	snapshotSA, err := s.workloadIdentity(ctx, name+"-snapshots", "kcp-etcd-snapshots", naming.SnapshotServiceAccount, bucket, SnapshotRoles, opts)
 	if err != nil {
 		return nil, err
 	}
-	drillSA, err := s.workloadIdentity(ctx, name+"-drill", "kcp-etcd-restore-drill", DrillServiceAccount, bucket, DrillRoles, opts)
+	drillSA, err := s.workloadIdentity(ctx, name+"-drill", "kcp-etcd-restore-drill", naming.DrillServiceAccount, bucket, DrillRoles, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -88,13 +83,13 @@ func (s gcsSnapshots) DeclareSnapshots(ctx *pulumi.Context, name string, cluster
 	for _, c := range clusters {
 		deps := pulumi.DependsOn([]pulumi.Resource{c.StatefulSet, snapshotSA, drillSA, jobsPolicy})
 		if _, err := batchv1.NewCronJob(ctx, name+"-"+c.Shard+"-snapshot", &batchv1.CronJobArgs{
-			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(EtcdName(c.Shard) + "-snapshot"), Namespace: pulumi.String(NamespaceEtcd)},
+			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdSnapshotCronJob(c.Shard)), Namespace: pulumi.String(naming.NamespaceEtcd)},
 			Spec:     snapshotCronJob(c.Shard, g.Snapshots.Schedule, etcdImage, gcloudImage, bucket.Name),
 		}, append(opts, deps)...); err != nil {
 			return nil, err
 		}
 		if _, err := batchv1.NewCronJob(ctx, name+"-"+c.Shard+"-drill", &batchv1.CronJobArgs{
-			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(EtcdName(c.Shard) + "-restore-drill"), Namespace: pulumi.String(NamespaceEtcd)},
+			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdRestoreDrillCronJob(c.Shard)), Namespace: pulumi.String(naming.NamespaceEtcd)},
 			Spec:     drillCronJob(c.Shard, g.Snapshots.DrillSchedule, etcdImage, gcloudImage, bucket.Name),
 		}, append(opts, deps)...); err != nil {
 			return nil, err
@@ -125,7 +120,7 @@ const EtcdJobLabel = "railgrid.io/etcd-job"
 // etcd listens on 127.0.0.1 only.
 func newEtcdJobsNetworkPolicy(ctx *pulumi.Context, name string, opts []pulumi.ResourceOption) (*networkingv1.NetworkPolicy, error) {
 	return networkingv1.NewNetworkPolicy(ctx, name+"-jobs-netpol", &networkingv1.NetworkPolicyArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("etcd-jobs"), Namespace: pulumi.String(NamespaceEtcd)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdJobsNetworkPolicy), Namespace: pulumi.String(naming.NamespaceEtcd)},
 		Spec: &networkingv1.NetworkPolicySpecArgs{
 			PodSelector: &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{
 				&metav1.LabelSelectorRequirementArgs{Key: pulumi.String(EtcdJobLabel), Operator: pulumi.String("Exists")},
@@ -160,14 +155,14 @@ func (s gcsSnapshots) workloadIdentity(ctx *pulumi.Context, name, accountID, ksa
 	if _, err := serviceaccount.NewIAMMember(ctx, name+"-workload-identity", &serviceaccount.IAMMemberArgs{
 		ServiceAccountId: gsa.Name,
 		Role:             pulumi.String("roles/iam.workloadIdentityUser"),
-		Member:           pulumi.String(WorkloadIdentityMember(project, NamespaceEtcd, ksa)),
+		Member:           pulumi.String(WorkloadIdentityMember(project, naming.NamespaceEtcd, ksa)),
 	}, opts...); err != nil {
 		return nil, err
 	}
 	return corev1.NewServiceAccount(ctx, name+"-ksa", &corev1.ServiceAccountArgs{
 		Metadata: &metav1.ObjectMetaArgs{
 			Name:        pulumi.String(ksa),
-			Namespace:   pulumi.String(NamespaceEtcd),
+			Namespace:   pulumi.String(naming.NamespaceEtcd),
 			Annotations: pulumi.StringMap{"iam.gke.io/gcp-service-account": gsa.Email},
 		},
 	}, opts...)
@@ -236,7 +231,7 @@ echo "restore drill passed: ${count} keys served"`
 // snapshotCronJob saves a snapshot from one member (etcdctl refuses several endpoints),
 // checks it, and uploads it. Failures stay visible as failed Jobs.
 func snapshotCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulumi.StringOutput) *batchv1.CronJobSpecArgs {
-	client := fmt.Sprintf("http://%s.%s.svc.%s:%d", EtcdName(shard), NamespaceEtcd, ClusterDomain, EtcdClientPort)
+	client := fmt.Sprintf("http://%s:%d", naming.EtcdServiceHost(shard), EtcdClientPort)
 	return &batchv1.CronJobSpecArgs{
 		Schedule:                   pulumi.String(schedule),
 		ConcurrencyPolicy:          pulumi.String("Forbid"),
@@ -250,7 +245,7 @@ func snapshotCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulu
 				// The client label lets the pod through the etcd NetworkPolicy.
 				Metadata: &metav1.ObjectMetaArgs{Labels: pulumi.StringMap{EtcdClientLabel: pulumi.String(shard), EtcdJobLabel: pulumi.String("snapshot")}},
 				Spec: &corev1.PodSpecArgs{
-					ServiceAccountName: pulumi.String(SnapshotServiceAccount),
+					ServiceAccountName: pulumi.String(naming.SnapshotServiceAccount),
 					RestartPolicy:      pulumi.String("Never"),
 					SecurityContext:    restrictedPodSecurity(),
 					Volumes:            corev1.VolumeArray{emptyDir("backup")},
@@ -298,7 +293,7 @@ func drillCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulumi.
 			Template: &corev1.PodTemplateSpecArgs{
 				Metadata: &metav1.ObjectMetaArgs{Labels: pulumi.StringMap{EtcdJobLabel: pulumi.String("drill")}},
 				Spec: &corev1.PodSpecArgs{
-					ServiceAccountName: pulumi.String(DrillServiceAccount),
+					ServiceAccountName: pulumi.String(naming.DrillServiceAccount),
 					RestartPolicy:      pulumi.String("Never"),
 					SecurityContext:    restrictedPodSecurity(),
 					Volumes:            corev1.VolumeArray{emptyDir("scratch")},

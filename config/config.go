@@ -6,7 +6,7 @@ package config
 import (
 	"time"
 
-	"github.com/railgrid/railgrid-kcp/internal/naming"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // Project is the Pulumi project name; stack config keys live under "railgrid-kcp:".
@@ -230,8 +230,5 @@ func mustDuration(s string) time.Duration {
 
 // AllShards is the root shard followed by the additional shards, in config order.
 func (k Kcp) AllShards() []NamedShard {
-	return append([]NamedShard{{Name: RootShardName, Endpoint: k.RootShard}}, k.Shards...)
+	return append([]NamedShard{{Name: naming.RootShardName, Endpoint: k.RootShard}}, k.Shards...)
 }
-
-// RootShardName is the name of the RootShard object (the design document's "root").
-const RootShardName = naming.RootShardName

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"gopkg.in/yaml.v3"
 )
 
@@ -19,70 +18,9 @@ var topLevelKeys = []string{
 	"loadBalancer", "hub", "kind", "gke",
 }
 
-// Load reads the stack configuration of the running program, applies the defaults of
-// the keys it leaves out and validates it. Nothing is declared when it returns an error.
-//
-// The Go SDK looks config up only by key (ctx.GetConfig), so it cannot tell which keys
-// a stack sets. The Go language host, which `pulumi up` and `pulumi preview` use to run
-// main.go, hands the program the whole stack config as JSON in PULUMI_CONFIG (pulumi
-// sdk go/pulumi/run.go, getEnvInfo); the key set is read there, so that a key this
-// program does not know is refused, exactly as cmd/plan refuses it.
-//
-// An inline Automation API program gets no PULUMI_CONFIG. Then only the known keys can
-// be looked up, and Load says so in a warning: an unknown key would go unseen.
-func Load(ctx *pulumi.Context) (*Config, error) {
-	raw, ok := os.LookupEnv(pulumi.EnvConfig)
-	if !ok {
-		_ = ctx.Log.Warn("railgrid-kcp: the stack config did not arrive in "+pulumi.EnvConfig+
-			" (an inline program?), so keys the program does not know cannot be refused; run it with `pulumi preview`/`pulumi up`", nil)
-		values := map[string]string{}
-		for _, key := range topLevelKeys {
-			if v, ok := ctx.GetConfig(Project + ":" + key); ok {
-				values[Project+":"+key] = v
-			}
-		}
-		cfg, err := FromValues(values)
-		if err != nil {
-			return nil, err
-		}
-		return cfg, checkPrevious(ctx, cfg)
-	}
-	var values map[string]string
-	if err := json.Unmarshal([]byte(raw), &values); err != nil {
-		return nil, fmt.Errorf("%s is not the JSON object of config keys the Go language host writes: %w", pulumi.EnvConfig, err)
-	}
-	return LoadFrom(ctx, values)
-}
-
-// LoadFrom is Load with the stack's whole config given: "<namespace>:<key>" to the value
-// the engine passes (a string, objects and lists as JSON). The program's context must
-// hold the same values for this project's keys.
-func LoadFrom(ctx *pulumi.Context, values map[string]string) (*Config, error) {
-	for _, key := range topLevelKeys {
-		full := Project + ":" + key
-		inContext, inCtx := ctx.GetConfig(full)
-		given, inValues := values[full]
-		if inCtx != inValues || inContext != given {
-			return nil, fmt.Errorf("config key %s differs between the program's context and the key set it was loaded from", full)
-		}
-	}
-	cfg, err := FromValues(values)
-	if err != nil {
-		return nil, err
-	}
-	return cfg, checkPrevious(ctx, cfg)
-}
-
-// checkPrevious reads the stack's previous state (ReadPreviousShards) and refuses what
-// would break the running platform. It runs after the config checks and before the
-// program declares anything: the stack reference is a read of the stack's own outputs.
-func checkPrevious(ctx *pulumi.Context, cfg *Config) error {
-	prev, err := ReadPreviousShards(ctx)
-	if err != nil {
-		return err
-	}
-	return cfg.CheckAgainstPrevious(prev)
-}
+// TopLevelKeys are the top-level stack config keys, in the order Pulumi.yaml documents
+// them (package stackconfig looks each up in a program's context).
+func TopLevelKeys() []string { return slices.Clone(topLevelKeys) }
 
 // FromValues builds the Config from a stack's whole config, "<namespace>:<key>" to the
 // value the engine passes (a string; objects and lists as JSON). Keys of other

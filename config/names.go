@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/railgrid/railgrid-kcp/internal/naming"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // Who creates a generated object.

@@ -1,12 +1,10 @@
 package config
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
-	"time"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // PreviousShardsOutput is the stack output that records, at every `up`, each shard's
@@ -31,44 +29,6 @@ func (c *Config) Endpoints() map[string]ShardEndpoint {
 	return out
 }
 
-// previousStateWait bounds the wait for the stack reference's outputs, which the engine
-// reads in preview and up alike.
-const previousStateWait = 5 * time.Minute
-
-// ReadPreviousShards reads PreviousShardsOutput of the stack's own last update through a
-// stack reference to itself (organization/project/stack). A stack that has never run an
-// `up` (or ran one before this output existed) has no previous shards.
-func ReadPreviousShards(ctx *pulumi.Context) (map[string]ShardEndpoint, error) {
-	self := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
-	ref, err := pulumi.NewStackReference(ctx, Project+"-previous-state", &pulumi.StackReferenceArgs{Name: pulumi.String(self)})
-	if err != nil {
-		return nil, fmt.Errorf("reading the previous state of stack %s: %w", self, err)
-	}
-	got := make(chan any, 1)
-	ref.Outputs.ApplyT(func(outputs map[string]any) error {
-		got <- outputs[PreviousShardsOutput]
-		return nil
-	})
-	var raw any
-	select {
-	case raw = <-got:
-	case <-time.After(previousStateWait):
-		return nil, fmt.Errorf("the previous state of stack %s (its output %s) did not arrive within %s", self, PreviousShardsOutput, previousStateWait)
-	}
-	if raw == nil {
-		return nil, nil
-	}
-	data, err := json.Marshal(raw)
-	if err != nil {
-		return nil, err
-	}
-	var prev map[string]ShardEndpoint
-	if err := json.Unmarshal(data, &prev); err != nil {
-		return nil, fmt.Errorf("the output %s of stack %s is not the map of shard endpoints this program writes: %w", PreviousShardsOutput, self, err)
-	}
-	return prev, nil
-}
-
 // CheckAgainstPrevious refuses what the previous state shows would break a running
 // platform: a shard that ran at the last `up` and is neither in kcp.shards nor in
 // kcp.retiredShards (removed by accident, or renamed in place), and a shard whose
@@ -79,7 +39,7 @@ func (c *Config) CheckAgainstPrevious(prev map[string]ShardEndpoint) error {
 	for i, s := range c.Kcp.Shards {
 		now[s.Name] = fmt.Sprintf("kcp.shards[%d]", i)
 	}
-	now[RootShardName] = "kcp.rootShard"
+	now[naming.RootShardName] = "kcp.rootShard"
 	retired := map[string]bool{}
 	for _, name := range c.Kcp.RetiredShards {
 		retired[name] = true

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/mod/semver"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // Values fixed by the hub: it hard-codes every user's RBAC identity as railgrid:<email>.
@@ -170,9 +172,9 @@ func (c *Config) validateKcp(errs *Errors) {
 	for i, s := range k.Shards {
 		key := fmt.Sprintf("kcp.shards[%d]", i)
 		switch {
-		case s.Name != RootShardName && shardNameProblem(s.Name) != "":
+		case s.Name != naming.RootShardName && shardNameProblem(s.Name) != "":
 			errs.addf(ruleShardName, key+".name", s.Name, "%s: %s", ruleShardName.Refuses, shardNameProblem(s.Name))
-		case s.Name == RootShardName:
+		case s.Name == naming.RootShardName:
 			errs.addf(ruleShardNameRoot, key+".name", s.Name, "is reserved for the root shard (kcp.rootShard)")
 		case names[s.Name]:
 			errs.addf(ruleShardNameDistinct, key+".name", s.Name, "must be distinct; another shard has the same name")
@@ -184,7 +186,7 @@ func (c *Config) validateKcp(errs *Errors) {
 	for i, name := range k.RetiredShards {
 		key := fmt.Sprintf("kcp.retiredShards[%d]", i)
 		switch {
-		case name == RootShardName:
+		case name == naming.RootShardName:
 			errs.add(ruleRetiredRoot, key, name)
 		case shardNameProblem(name) != "":
 			errs.addf(ruleRetiredShardName, key, name, "%s: %s", ruleRetiredShardName.Refuses, shardNameProblem(name))
@@ -459,7 +461,7 @@ func pinnedChartVersion(v string) bool { return !strings.HasPrefix(v, "v") && pi
 
 // validShardName reports whether name may name a shard other than the root shard.
 func validShardName(name string) bool {
-	return shardNameProblem(name) == "" && name != RootShardName
+	return shardNameProblem(name) == "" && name != naming.RootShardName
 }
 
 // shardNameProblem says why name cannot name a shard, or "" if it can. A shard's name

@@ -15,6 +15,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // A retired shard (kcp.retiredShards) declares nothing: no etcd, no Shard, no Service,
@@ -38,7 +39,7 @@ func TestRetiredShardDeclaresNothingAndReadsItsKeptClaims(t *testing.T) {
 		}
 		var want []string
 		for i := 0; i < members; i++ {
-			want = append(want, components.NamespaceEtcd+"/"+components.EtcdClaimName("beta", i))
+			want = append(want, naming.NamespaceEtcd+"/"+naming.EtcdClaimName("beta", i))
 		}
 		require.ElementsMatch(t, want, reads, stack)
 	}
@@ -90,15 +91,15 @@ func TestRetiredShardVolumesSayWhereTheDataIs(t *testing.T) {
 	require.Len(t, volumes, 2)
 	for _, shard := range []string{"beta", "gamma"} {
 		entry := volumes[shard].(map[string]any)
-		require.Equal(t, components.NamespaceEtcd, entry["namespace"])
+		require.Equal(t, naming.NamespaceEtcd, entry["namespace"])
 		claims := entry["claims"].(map[string]string)
 		require.Len(t, claims, 3)
 		for i := 0; i < 3; i++ {
-			claim := components.EtcdClaimName(shard, i)
-			require.Equal(t, "pv-of-"+components.NamespaceEtcd+"-"+claim, claims[claim])
+			claim := naming.EtcdClaimName(shard, i)
+			require.Equal(t, "pv-of-"+naming.NamespaceEtcd+"-"+claim, claims[claim])
 		}
 	}
-	require.Equal(t, "data-etcd-beta-0", components.EtcdClaimName("beta", 0), "the claim template data of StatefulSet etcd-beta, member 0")
+	require.Equal(t, "data-etcd-beta-0", naming.EtcdClaimName("beta", 0), "the claim template data of StatefulSet etcd-beta, member 0")
 }
 
 // An added shard's DNS answer and edge route wait for its Shard (the design's order:
@@ -113,7 +114,7 @@ func TestAddedShardIsPublishedOnlyOnceItsShardIsAvailable(t *testing.T) {
 	shard := urn("Shard", "beta")
 	require.True(t, rec.DependsOnTransitively(shard, urn("StatefulSet", "etcd-beta")))
 	require.True(t, rec.DependsOnTransitively(shard, urn("RootShard", "root")))
-	require.True(t, rec.DependsOnTransitively(urn("ConfigMap", components.SplitHorizonHostsConfigMap), shard), "the DNS answer waits for the Shard")
+	require.True(t, rec.DependsOnTransitively(urn("ConfigMap", naming.SplitHorizonHostsConfigMap), shard), "the DNS answer waits for the Shard")
 	require.True(t, rec.DependsOnTransitively(urn("TLSRoute", "kcp-beta"), shard), "the route waits for the Shard")
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // containerEnv is a container's environment as a map.
@@ -89,7 +90,7 @@ func TestGKEJobScriptsNeedNoPython(t *testing.T) {
 func TestGKEEtcdJobPodsAreIsolated(t *testing.T) {
 	rec := runStack(t, "gke")
 	policy := inputs(object(t, rec, "NetworkPolicy", "etcd-jobs"))
-	require.Equal(t, components.NamespaceEtcd, getString(t, policy, "metadata.namespace"))
+	require.Equal(t, naming.NamespaceEtcd, getString(t, policy, "metadata.namespace"))
 	require.Equal(t, []string{"Ingress"}, stringList(t, policy, "spec.policyTypes"))
 	require.NotContains(t, get(t, policy, "spec"), "ingress", "no rule: nothing may connect")
 	expr := get(t, policy, "spec.podSelector.matchExpressions[0]").(map[string]any)
@@ -117,7 +118,7 @@ func TestGKEEtcdJobPodsAreIsolated(t *testing.T) {
 // the Gateway waits for its address, so edgeAddress is set after the first up.
 func TestGKEGatewayIsAwaitedForItsAddress(t *testing.T) {
 	rec := runStack(t, "gke")
-	gateway := inputs(object(t, rec, "Gateway", components.EdgeGatewayName))
+	gateway := inputs(object(t, rec, "Gateway", naming.EdgeGatewayName))
 	annotations := get(t, gateway, "metadata.annotations").(map[string]any)
 	require.Equal(t, "jsonpath={.status.addresses[0].value}", annotations[components.GatewayWaitForAnnotation])
 }

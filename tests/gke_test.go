@@ -9,6 +9,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 func gcpResource(t *testing.T, rec *mockstack.Recording, typ, name string) mockstack.Resource {
@@ -132,8 +133,8 @@ func TestGKESnapshotIAMIsMinimal(t *testing.T) {
 		ksa     string
 		account string
 	}{
-		{"railgrid-kcp-snapshots-snapshots", []string{"roles/storage.objectCreator", "roles/storage.objectViewer"}, components.SnapshotServiceAccount, "kcp-etcd-snapshots"},
-		{"railgrid-kcp-snapshots-drill", []string{"roles/storage.objectViewer"}, components.DrillServiceAccount, "kcp-etcd-restore-drill"},
+		{"railgrid-kcp-snapshots-snapshots", []string{"roles/storage.objectCreator", "roles/storage.objectViewer"}, naming.SnapshotServiceAccount, "kcp-etcd-snapshots"},
+		{"railgrid-kcp-snapshots-drill", []string{"roles/storage.objectViewer"}, naming.DrillServiceAccount, "kcp-etcd-restore-drill"},
 	}
 	require.Len(t, rec.ByType("gcp:storage/bucketIAMMember:BucketIAMMember"), 3, "no other bucket grants")
 	require.Empty(t, rec.ByType("gcp:projects/iAMMember:IAMMember"), "no project-wide grants")
@@ -169,7 +170,7 @@ func TestGKEScheduledSnapshotsAndRestoreDrill(t *testing.T) {
 		require.Positive(t, number(t, job, "spec.failedJobsHistoryLimit"))
 		pod := get(t, job, "spec.jobTemplate.spec.template.spec")
 		require.Equal(t, "Never", getString(t, pod, "restartPolicy"), "a failure is a failed Job")
-		require.Equal(t, components.SnapshotServiceAccount, getString(t, pod, "serviceAccountName"))
+		require.Equal(t, naming.SnapshotServiceAccount, getString(t, pod, "serviceAccountName"))
 		require.Equal(t, shard, getString(t, job, "spec.jobTemplate.spec.template.metadata.labels.railgrid\\.io/etcd-client"), "allowed through the etcd NetworkPolicy")
 		require.Equal(t, "connect", getString(t, pod, "initContainers[0].name"), "etcd is reached first, failing fast")
 		require.Contains(t, stringList(t, pod, "initContainers[0].command"), "status")
@@ -193,7 +194,7 @@ func TestGKEScheduledSnapshotsAndRestoreDrill(t *testing.T) {
 		drill := inputs(object(t, rec, "CronJob", "etcd-"+shard+"-restore-drill"))
 		require.Equal(t, cfg.GKE.Snapshots.DrillSchedule, getString(t, drill, "spec.schedule"))
 		dpod := get(t, drill, "spec.jobTemplate.spec.template.spec")
-		require.Equal(t, components.DrillServiceAccount, getString(t, dpod, "serviceAccountName"))
+		require.Equal(t, naming.DrillServiceAccount, getString(t, dpod, "serviceAccountName"))
 		steps := map[string][]string{}
 		for i := range get(t, dpod, "initContainers").([]any) {
 			steps[getString(t, dpod, fmt.Sprintf("initContainers[%d].name", i))] = stringList(t, dpod, fmt.Sprintf("initContainers[%d].command", i))
@@ -241,7 +242,7 @@ func TestGKEGatewayKeepsWatchesOpenAndChecksReadyz(t *testing.T) {
 	rec, cfg := runStack(t, "gke"), shippedConfig(t, "gke")
 	timeout := int(cfg.LoadBalancerTimeout().Seconds())
 	require.Equal(t, 3600, timeout)
-	gateway := inputs(object(t, rec, "Gateway", components.EdgeGatewayName))
+	gateway := inputs(object(t, rec, "Gateway", naming.EdgeGatewayName))
 	require.Equal(t, cfg.GKE.Gateway.ClassName, getString(t, gateway, "spec.gatewayClassName"))
 	require.Equal(t, cfg.GKE.Gateway.CertManagerClusterIssuer, getString(t, gateway, "metadata.annotations.cert-manager\\.io/cluster-issuer"))
 	hosts := map[string]string{"frontproxy": cfg.Kcp.FrontProxy.Hostname, "root": cfg.Kcp.RootShard.Hostname, "alpha": cfg.Kcp.Shards[0].Hostname}
@@ -254,7 +255,7 @@ func TestGKEGatewayKeepsWatchesOpenAndChecksReadyz(t *testing.T) {
 	}
 	for name, host := range hosts {
 		require.Contains(t, listenerHosts, host)
-		service := components.OwnedServiceName(name)
+		service := naming.OwnedServiceName(name)
 		route := inputs(object(t, rec, "HTTPRoute", "kcp-"+name))
 		require.Equal(t, []string{host}, stringList(t, route, "spec.hostnames"))
 		require.Equal(t, service, getString(t, route, "spec.rules[0].backendRefs[0].name"))

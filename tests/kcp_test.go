@@ -11,6 +11,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 var stacks = []string{"kind", "gke"}
@@ -19,8 +20,8 @@ var stacks = []string{"kind", "gke"}
 func kcpObjects(t *testing.T, rec *mockstack.Recording, cfg *config.Config) map[string]map[string]any {
 	t.Helper()
 	out := map[string]map[string]any{
-		"RootShard root":        inputs(object(t, rec, "RootShard", config.RootShardName)),
-		"FrontProxy frontproxy": inputs(object(t, rec, "FrontProxy", components.FrontProxyName)),
+		"RootShard root":        inputs(object(t, rec, "RootShard", naming.RootShardName)),
+		"FrontProxy frontproxy": inputs(object(t, rec, "FrontProxy", naming.FrontProxyName)),
 	}
 	for _, s := range cfg.Kcp.Shards {
 		out["Shard "+s.Name] = inputs(object(t, rec, "Shard", s.Name))
@@ -63,7 +64,7 @@ func TestEveryShardEnablesCacheAPIsAndAdvertisesItsVirtualWorkspaceURL(t *testin
 		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
 		for _, s := range cfg.Kcp.AllShards() {
 			kind := "Shard"
-			if s.Name == config.RootShardName {
+			if s.Name == naming.RootShardName {
 				kind = "RootShard"
 			}
 			args := stringList(t, inputs(object(t, rec, kind, s.Name)), "spec.extraArgs")
@@ -130,7 +131,7 @@ func TestEachShardListsEveryMemberOfItsOwnEtcd(t *testing.T) {
 		seen := map[string]bool{}
 		for _, s := range cfg.Kcp.AllShards() {
 			kind := "Shard"
-			if s.Name == config.RootShardName {
+			if s.Name == naming.RootShardName {
 				kind = "RootShard"
 			}
 			sts := inputs(object(t, rec, "StatefulSet", "etcd-"+s.Name))
@@ -203,7 +204,7 @@ func TestEtcdIsPinnedBudgetedAndUnreachableFromOutside(t *testing.T) {
 			component = components.ComponentRootShard
 		}
 		kcpPeer := get(t, policy, "spec.ingress[0].from[0]")
-		require.Equal(t, components.NamespaceKcp, getString(t, kcpPeer, "namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name"))
+		require.Equal(t, naming.NamespaceKcp, getString(t, kcpPeer, "namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name"))
 		require.Equal(t, component, getString(t, kcpPeer, "podSelector.matchLabels.app\\.kubernetes\\.io/component"))
 		require.Equal(t, shard, getString(t, kcpPeer, "podSelector.matchLabels.app\\.kubernetes\\.io/instance"))
 		require.Equal(t, 2379, number(t, policy, "spec.ingress[0].ports[0].port"))
@@ -225,7 +226,7 @@ func TestOwnedServicesSelectTheOperatorsPodsWithFixedClusterIPs(t *testing.T) {
 		}
 		for _, w := range want {
 			svc := inputs(object(t, rec, "Service", w.service))
-			require.Equal(t, components.NamespaceKcp, getString(t, svc, "metadata.namespace"))
+			require.Equal(t, naming.NamespaceKcp, getString(t, svc, "metadata.namespace"))
 			require.Equal(t, w.clusterIP, getString(t, svc, "spec.clusterIP"), "%s %s", stack, w.service)
 			require.Equal(t, map[string]any{"app.kubernetes.io/component": w.component, "app.kubernetes.io/instance": w.instance}, get(t, svc, "spec.selector"))
 			ports := get(t, svc, "spec.ports").([]any)
@@ -248,7 +249,7 @@ func TestKcpObjectsWaitForAvailable(t *testing.T) {
 		require.NotEmpty(t, objs, kind)
 		for _, res := range objs {
 			require.Equal(t, "condition=Available", getString(t, inputs(res), "metadata.annotations.pulumi\\.com/waitFor"), kind)
-			require.Equal(t, components.NamespaceKcp, getString(t, inputs(res), "metadata.namespace"))
+			require.Equal(t, naming.NamespaceKcp, getString(t, inputs(res), "metadata.namespace"))
 		}
 	}
 }
@@ -272,7 +273,7 @@ func TestKcpObjectsAreOrderedByWhatTheyNeed(t *testing.T) {
 		require.True(t, rec.DependsOnTransitively(frontProxy, root))
 		require.False(t, rec.DependsOnTransitively(shard, frontProxy))
 		require.False(t, rec.DependsOnTransitively(frontProxy, shard))
-		kubeconfig := urn("Kubeconfig", components.KubeconfigName)
+		kubeconfig := urn("Kubeconfig", naming.KubeconfigName)
 		require.True(t, rec.DependsOnTransitively(kubeconfig, frontProxy))
 		require.True(t, rec.DependsOnTransitively(urn("Secret", "railgrid-kcp"), kubeconfig))
 		// etcd does not wait for the root shard (nothing circular).
@@ -315,12 +316,12 @@ func TestKcpUpgradesRollTheRootShardFirst(t *testing.T) {
 func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 	for _, stack := range stacks {
 		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
-		kc := inputs(object(t, rec, "Kubeconfig", components.KubeconfigName))
+		kc := inputs(object(t, rec, "Kubeconfig", naming.KubeconfigName))
 		require.Equal(t, "kcp-admin", getString(t, kc, "spec.username"))
 		require.Equal(t, []string{"system:kcp:admin"}, stringList(t, kc, "spec.groups"))
 		require.Equal(t, cfg.Hub.KubeconfigValidity, getString(t, kc, "spec.validity"))
-		require.Equal(t, components.KubeconfigName, getString(t, kc, "spec.secretRef.name"))
-		require.Equal(t, components.FrontProxyName, getString(t, kc, "spec.target.frontProxyRef.name"))
+		require.Equal(t, naming.KubeconfigName, getString(t, kc, "spec.secretRef.name"))
+		require.Equal(t, naming.FrontProxyName, getString(t, kc, "spec.target.frontProxyRef.name"))
 
 		hub := object(t, rec, "Secret", cfg.Hub.SecretName)
 		require.Equal(t, cfg.Hub.Namespace, getString(t, inputs(hub), "metadata.namespace"))
@@ -339,7 +340,7 @@ func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 		minted, ok := rec.Find("kubernetes:core/v1:Secret", "railgrid-kcp-hub-minted")
 		require.True(t, ok)
 		require.True(t, minted.Read, "the operator's Secret is read, not managed")
-		require.Equal(t, components.NamespaceKcp+"/"+components.KubeconfigName, minted.ReadID)
+		require.Equal(t, naming.NamespaceKcp+"/"+naming.KubeconfigName, minted.ReadID)
 	}
 }
 
@@ -348,17 +349,17 @@ func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 // design document's name.
 func TestRemintGenerationReplacesTheKubeconfig(t *testing.T) {
 	rec := runStack(t, "kind")
-	kc := object(t, rec, "Kubeconfig", components.KubeconfigName)
+	kc := object(t, rec, "Kubeconfig", naming.KubeconfigName)
 	require.False(t, kc.DeleteBeforeReplace, "the new generation is created before the old one is deleted")
 	require.Equal(t, "0", getString(t, inputs(kc), "metadata.annotations.railgrid\\.io/remint-generation"))
-	require.Equal(t, components.KubeconfigName, getString(t, inputs(kc), "spec.secretRef.name"))
+	require.Equal(t, naming.KubeconfigName, getString(t, inputs(kc), "spec.secretRef.name"))
 
 	values := stackValues(t, "kind")
 	setIn(values, "hub", "remintGeneration", 3)
 	rec3, err := runValues(t, "kind", values, mockstack.Options{})
 	require.NoError(t, err)
-	name3 := components.KubeconfigObjectName(3)
-	require.Equal(t, components.KubeconfigName+"-remint-3", name3)
+	name3 := naming.KubeconfigObjectName(3)
+	require.Equal(t, naming.KubeconfigName+"-remint-3", name3)
 	kc3obj := object(t, rec3, "Kubeconfig", name3)
 	require.Equal(t, kc.URN, kc3obj.URN, "same resource, so the engine replaces it")
 	kc3 := inputs(kc3obj)
@@ -367,14 +368,14 @@ func TestRemintGenerationReplacesTheKubeconfig(t *testing.T) {
 	require.Equal(t, []string{"railgrid-kcp-mint-3"}, stringList(t, kc3, "spec.certificateTemplate.spec.subject.organizationalUnits"))
 	minted, ok := rec3.Find("kubernetes:core/v1:Secret", "railgrid-kcp-hub-minted")
 	require.True(t, ok)
-	require.Equal(t, components.NamespaceKcp+"/"+name3, minted.ReadID)
+	require.Equal(t, naming.NamespaceKcp+"/"+name3, minted.ReadID)
 }
 
 // What holds data survives `pulumi destroy` and renames.
 func TestDataHoldersSurviveDestroy(t *testing.T) {
 	for _, stack := range stacks {
 		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
-		require.True(t, object(t, rec, "Namespace", components.NamespaceEtcd).RetainOnDelete, "%s: deleting the etcd namespace deletes the volume claims", stack)
+		require.True(t, object(t, rec, "Namespace", naming.NamespaceEtcd).RetainOnDelete, "%s: deleting the etcd namespace deletes the volume claims", stack)
 		require.True(t, object(t, rec, "Namespace", cfg.Hub.Namespace).RetainOnDelete)
 		release := find(t, rec, "kubernetes:helm.sh/v3:Release", "railgrid-kcp-operator-release")
 		require.True(t, release.RetainOnDelete, "%s: uninstalling the chart deletes the CRDs and every kcp object", stack)
@@ -398,7 +399,7 @@ func TestOperatorReleaseIsPinned(t *testing.T) {
 		require.Equal(t, "kcp-operator", getString(t, in, "chart"))
 		require.Equal(t, cfg.Versions.OperatorChart, getString(t, in, "version"))
 		require.Equal(t, config.OperatorChartRepository, getString(t, in, "repositoryOpts.repo"))
-		require.Equal(t, components.NamespaceOperator, getString(t, in, "namespace"))
+		require.Equal(t, naming.NamespaceOperator, getString(t, in, "namespace"))
 		require.Equal(t, cfg.Versions.OperatorImage, getString(t, in, "values.image.tag"))
 		require.Equal(t, true, get(t, in, "values.crds.create"))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // Inside the kind cluster each shard hostname resolves to its owned Service: CoreDNS
@@ -21,7 +22,7 @@ import (
 // retained on destroy, since CoreDNS's pods mount that Corefile.
 func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	rec, cfg := runStack(t, "kind"), shippedConfig(t, "kind")
-	hosts := object(t, rec, "ConfigMap", components.SplitHorizonHostsConfigMap)
+	hosts := object(t, rec, "ConfigMap", naming.SplitHorizonHostsConfigMap)
 	require.False(t, hosts.RetainOnDelete, "destroy removes the answers")
 	lines := strings.Fields(strings.ReplaceAll(getString(t, inputs(hosts), "data.hosts"), "\n", " | "))
 	var want []string
@@ -34,9 +35,9 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	for _, res := range rec.Resources {
 		require.NotEqual(t, "kubernetes:core/v1:ConfigMapPatch", res.Type, "kubeadm's ConfigMap is not patched: %s", res.URN)
 	}
-	corefileMap := object(t, rec, "ConfigMap", components.SplitHorizonCorefileConfigMap)
+	corefileMap := object(t, rec, "ConfigMap", naming.SplitHorizonCorefileConfigMap)
 	require.True(t, corefileMap.RetainOnDelete, "CoreDNS's pods mount it: destroy keeps it")
-	require.Equal(t, components.CoreDNSNamespace, getString(t, inputs(corefileMap), "metadata.namespace"))
+	require.Equal(t, naming.NamespaceKubeSystem, getString(t, inputs(corefileMap), "metadata.namespace"))
 	corefile := getString(t, inputs(corefileMap), "data.Corefile")
 	require.Contains(t, corefile, "hosts /etc/coredns/railgrid-kcp/hosts {\n        fallthrough\n    }")
 	require.True(t, strings.HasPrefix(corefile, ".:53 {\n    # railgrid-kcp split horizon: BEGIN"), corefile)
@@ -54,13 +55,13 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	require.Equal(t, "true", fmt.Sprint(inputs(provider)["enableSecretMutable"]), "a re-mint updates the hub Secret in place")
 	require.Nil(t, inputs(provider)["enablePatchForce"], "no forced apply on every object")
 	require.Equal(t, true, get(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.optional"))
-	require.Equal(t, components.SplitHorizonHostsConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.name"))
+	require.Equal(t, naming.SplitHorizonHostsConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.name"))
 	require.Equal(t, "/etc/coredns/railgrid-kcp", getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[0].mountPath"))
-	require.Equal(t, components.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[1].configMap.name"))
+	require.Equal(t, naming.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[1].configMap.name"))
 	require.Nil(t, getOptional(get(t, inputs(deploy), "spec.template.spec.volumes[1]"), "configMap", "optional"), "a missing Corefile must keep the pod from starting, not start CoreDNS on an empty file")
 	require.Equal(t, components.CorefilePath, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].mountPath"))
 	require.Equal(t, components.CorefileKey, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].subPath"))
-	require.Equal(t, components.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].name"))
+	require.Equal(t, naming.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].name"))
 	// The answers wait for their shards; the Corefile, its read of kubeadm's Corefile and
 	// the mount do not, so a preview of an added shard knows they stay as they are.
 	alpha := object(t, rec, "Shard", cfg.Kcp.Shards[0].Name)
@@ -80,7 +81,7 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 func TestKindEdgePassesTLSThroughWithLongTimeouts(t *testing.T) {
 	rec, cfg := runStack(t, "kind"), shippedConfig(t, "kind")
 	timeout := fmt.Sprintf("%ds", int(cfg.LoadBalancerTimeout().Seconds()))
-	gateway := inputs(object(t, rec, "Gateway", components.EdgeGatewayName))
+	gateway := inputs(object(t, rec, "Gateway", naming.EdgeGatewayName))
 	require.Equal(t, "TLS", getString(t, gateway, "spec.listeners[0].protocol"))
 	require.Equal(t, "Passthrough", getString(t, gateway, "spec.listeners[0].tls.mode"))
 	// The up waits until Envoy Gateway has programmed the Gateway (tests/e2e proves it
@@ -90,16 +91,16 @@ func TestKindEdgePassesTLSThroughWithLongTimeouts(t *testing.T) {
 	for name, host := range hosts {
 		route := inputs(object(t, rec, "TLSRoute", "kcp-"+name))
 		require.Equal(t, []string{host}, stringList(t, route, "spec.hostnames"))
-		require.Equal(t, components.OwnedServiceName(name), getString(t, route, "spec.rules[0].backendRefs[0].name"))
+		require.Equal(t, naming.OwnedServiceName(name), getString(t, route, "spec.rules[0].backendRefs[0].name"))
 		require.Equal(t, 6443, number(t, route, "spec.rules[0].backendRefs[0].port"))
 	}
-	client := inputs(object(t, rec, "ClientTrafficPolicy", components.EdgeGatewayName))
+	client := inputs(object(t, rec, "ClientTrafficPolicy", naming.EdgeGatewayName))
 	require.Equal(t, "Gateway", getString(t, client, "spec.targetRefs[0].kind"))
 	require.Equal(t, timeout, getString(t, client, "spec.timeout.tcp.idleTimeout"))
-	backend := inputs(object(t, rec, "BackendTrafficPolicy", components.EdgeGatewayName))
+	backend := inputs(object(t, rec, "BackendTrafficPolicy", naming.EdgeGatewayName))
 	require.Len(t, get(t, backend, "spec.targetRefs").([]any), 3, "every route")
 	require.Equal(t, timeout, getString(t, backend, "spec.timeout.http.requestTimeout"))
-	proxy := inputs(object(t, rec, "EnvoyProxy", components.EdgeGatewayName))
+	proxy := inputs(object(t, rec, "EnvoyProxy", naming.EdgeGatewayName))
 	require.Equal(t, "NodePort", getString(t, proxy, "spec.provider.kubernetes.envoyService.type"))
 	// Cluster, not Envoy Gateway's default Local: with Local the Gateway's address waits
 	// on an EndpointSlice change that Envoy Gateway v1.9 does not watch, and the up could
@@ -116,7 +117,7 @@ func TestKindInstallsPinnedAddOnsUnlessPresent(t *testing.T) {
 	require.Equal(t, cfg.Versions.CertManager, getString(t, inputs(certManager), "version"))
 	envoy := gcpResource(t, rec, "kubernetes:helm.sh/v3:Release", "railgrid-kcp-kind-envoy-gateway")
 	require.Equal(t, cfg.Versions.EnvoyGateway, getString(t, inputs(envoy), "version"))
-	issuer := object(t, rec, "Issuer", components.SelfSignedIssuer)
+	issuer := object(t, rec, "Issuer", naming.SelfSignedIssuer)
 	require.True(t, rec.DependsOnTransitively(issuer.URN, certManager.URN))
 	require.Equal(t, map[string]any{"selfSigned": map[string]any{}}, get(t, inputs(issuer), "spec"))
 	// Independent prerequisites do not wait for each other.

@@ -9,17 +9,17 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // The names the config checks for collisions are the names the program declares:
 // every Namespace, Service, StatefulSet and edge route of the stacks (the shipped ones,
 // and variants with more shards) is among config.GeneratedObjects, and every object
 // GeneratedObjects says the program declares is declared. The operator's Deployments
-// and Services follow kcp-operator internal/resources/resources.go (see
-// internal/naming); they are not declared by the program, so no run can show them.
+// and Services follow kcp-operator internal/resources/resources.go (see package
+// naming); they are not declared by the program, so no run can show them.
 func TestGeneratedNamesAreTheDeclaredNames(t *testing.T) {
 	checked := map[string]bool{"Namespace": true, "Service": true, "StatefulSet": true, "TLSRoute": true, "HTTPRoute": true}
 	for _, stack := range stacks {
@@ -60,7 +60,7 @@ func TestGeneratedNamesAreTheDeclaredNames(t *testing.T) {
 
 				if stack == "gke" {
 					got := map[string]bool{}
-					gateway := inputs(object(t, rec, "Gateway", components.EdgeGatewayName))
+					gateway := inputs(object(t, rec, "Gateway", naming.EdgeGatewayName))
 					for _, l := range get(t, gateway, "spec.listeners").([]any) {
 						got[l.(map[string]any)["name"].(string)] = true
 					}

@@ -5,9 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // reaches reports whether from waits for to in the plan's dependency graph.
@@ -43,12 +43,12 @@ func TestPlanGraphHasTheDesignsOrderingAndNoMore(t *testing.T) {
 			return res.URN
 		}
 		operator := release("railgrid-kcp-operator-release")
-		root, shard, frontProxy := urn("RootShard", "root"), urn("Shard", "alpha"), urn("FrontProxy", components.FrontProxyName)
-		kubeconfig, hubSecret := urn("Kubeconfig", components.KubeconfigName), urn("Secret", "railgrid-kcp")
+		root, shard, frontProxy := urn("RootShard", "root"), urn("Shard", "alpha"), urn("FrontProxy", naming.FrontProxyName)
+		kubeconfig, hubSecret := urn("Kubeconfig", naming.KubeconfigName), urn("Secret", "railgrid-kcp")
 		etcdRoot, etcdAlpha := urn("StatefulSet", "etcd-root"), urn("StatefulSet", "etcd-alpha")
 
 		must := [][2]string{
-			{root, operator}, {root, urn("Issuer", components.SelfSignedIssuer)}, {root, etcdRoot},
+			{root, operator}, {root, urn("Issuer", naming.SelfSignedIssuer)}, {root, etcdRoot},
 			{shard, root}, {frontProxy, root}, {kubeconfig, frontProxy}, {hubSecret, kubeconfig},
 		}
 		for _, e := range must {
@@ -82,7 +82,7 @@ func TestCriticalPathOfEachStack(t *testing.T) {
 			names = append(names, mockstack.MetadataName(res))
 		}
 		require.Len(t, path, 4, "%s: %v", stack, names)
-		require.Equal(t, []string{"root", "frontproxy", components.KubeconfigName}, names[1:], stack)
+		require.Equal(t, []string{"root", "frontproxy", naming.KubeconfigName}, names[1:], stack)
 		t.Logf("%s critical path (%d): %v", stack, len(path), names)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // podTemplate is one pod template the program declares.
@@ -117,9 +118,9 @@ func TestNamespacesApplyRestrictedPodSecurity(t *testing.T) {
 		labels := func(name string) map[string]any {
 			return get(t, inputs(object(t, rec, "Namespace", name)), "metadata.labels").(map[string]any)
 		}
-		etcd := labels(components.NamespaceEtcd)
+		etcd := labels(naming.NamespaceEtcd)
 		require.Equal(t, "restricted", etcd[components.PodSecurityEnforceLabel], stack)
-		for _, ns := range []string{components.NamespaceKcp, components.NamespaceOperator} {
+		for _, ns := range []string{naming.NamespaceKcp, naming.NamespaceOperator} {
 			l := labels(ns)
 			require.Equal(t, "restricted", l[components.PodSecurityWarnLabel], "%s %s", stack, ns)
 			require.NotContains(t, l, components.PodSecurityEnforceLabel, "%s %s: upstream pods are not ours to change", stack, ns)

@@ -240,7 +240,7 @@ func requireRefused(t *testing.T, stack string, values map[string]any, opts mock
 	require.True(t, found, "no error of rule %s names %s; got:\n%v", wantRule, wantKey, err)
 	require.NotNil(t, rec)
 	// Only the read of the stack's own previous outputs may precede a refusal that
-	// needs the previous state (config.ReadPreviousShards).
+	// needs the previous state (stackconfig.ReadPreviousShards).
 	for _, res := range rec.Resources {
 		require.True(t, res.Read && res.Type == "pulumi:pulumi:StackReference", "a refused config must declare nothing, but declared %s", res)
 	}

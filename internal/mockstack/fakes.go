@@ -18,6 +18,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // FakeMintTime is when the fake operator "minted" the hub kubeconfig; its certificate
@@ -67,7 +68,7 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 	}
 	switch args.TypeToken {
 	case "kubernetes:core/v1:Secret":
-		if strings.HasPrefix(args.ID, components.NamespaceKcp+"/"+components.KubeconfigName) {
+		if strings.HasPrefix(args.ID, naming.NamespaceKcp+"/"+naming.KubeconfigName) {
 			kubeconfig, err := fakeKubeconfig(validity)
 			if err != nil {
 				return "", nil, nil, err
@@ -75,7 +76,7 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 			set("data", map[string]any{components.KubeconfigSecretKey: base64.StdEncoding.EncodeToString(kubeconfig)})
 		}
 	case "kubernetes:core/v1:ConfigMap":
-		if args.ID == components.CoreDNSNamespace+"/"+components.CoreDNSConfigMap {
+		if args.ID == naming.NamespaceKubeSystem+"/"+components.CoreDNSConfigMap {
 			set("data", map[string]any{"Corefile": KindCorefile})
 		}
 	case "kubernetes:core/v1:PersistentVolumeClaim":
@@ -84,7 +85,7 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 			set("spec", map[string]any{"volumeName": "pvc-fake-" + strings.ReplaceAll(args.ID, "/", "-")})
 		}
 	case "pulumi:pulumi:StackReference":
-		// The stack's own outputs of its last up (config.ReadPreviousShards).
+		// The stack's own outputs of its last up (stackconfig.ReadPreviousShards).
 		outputs := map[string]any{}
 		if opts.Previous != nil {
 			shards := map[string]any{}
@@ -195,7 +196,7 @@ func fakeKubeconfig(validity time.Duration) ([]byte, error) {
 	b64pem := func(typ string, der []byte) string {
 		return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
 	}
-	server := "https://" + components.OperatorServiceHost(components.FrontProxyDeployment(components.FrontProxyName)) + ":6443"
+	server := fmt.Sprintf("https://%s:%d", naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName)), naming.KcpPort)
 	kubeconfig := strings.Join([]string{
 		"apiVersion: v1",
 		"kind: Config",

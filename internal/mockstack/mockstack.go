@@ -1,4 +1,4 @@
-// Package mockstack runs the stack's real composition (config.LoadFrom and
+// Package mockstack runs the stack's real composition (stackconfig.LoadFrom and
 // components.Deploy: what `pulumi up` runs, with the stack config given as a whole) under Pulumi's in-process mock monitor, and records every
 // resource it declares: type, name, parent, dependencies, options and inputs. The unit
 // tests and the offline plan (cmd/plan) are both built on it.
@@ -22,6 +22,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/config/stackconfig"
 )
 
 // Resource is one declared (or read) resource as the mock monitor saw it.
@@ -89,8 +90,8 @@ func RunConfig(stack string, values map[string]string, opts Options) (*Recording
 	m := &mocks{stack: stack, opts: opts}
 	var validationErr error
 	program := func(ctx *pulumi.Context) error {
-		// The whole config is given, as PULUMI_CONFIG gives it to main.go's config.Load.
-		cfg, err := config.LoadFrom(ctx, values)
+		// The whole config is given, as PULUMI_CONFIG gives it to main.go's stackconfig.Load.
+		cfg, err := stackconfig.LoadFrom(ctx, values)
 		if err != nil {
 			validationErr = err
 			return err

@@ -17,8 +17,8 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // PodSpec is a short-lived probe: one container that runs Command and exits.
@@ -86,12 +86,12 @@ func checkSplitHorizon(ctx context.Context, o *Options) []Result {
 }
 
 func ownedService(s config.NamedShard) string {
-	return components.NamespaceKcp + "/" + components.OwnedServiceName(s.Name)
+	return naming.NamespaceKcp + "/" + naming.OwnedServiceName(s.Name)
 }
 
 // ownedServiceProblem checks that the owned Service exists with the configured ClusterIP.
 func ownedServiceProblem(ctx context.Context, kube kubernetes.Interface, s config.NamedShard) string {
-	svc, err := kube.CoreV1().Services(components.NamespaceKcp).Get(ctx, components.OwnedServiceName(s.Name), metav1.GetOptions{})
+	svc, err := kube.CoreV1().Services(naming.NamespaceKcp).Get(ctx, naming.OwnedServiceName(s.Name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fmt.Sprintf("Service %s does not exist", ownedService(s))

@@ -18,14 +18,14 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // HubServerHost is the host:port the hub's kubeconfig must point at: the in-cluster
 // front-proxy Service, so the hub never leaves the cluster to reach kcp.
 func HubServerHost() string {
-	return fmt.Sprintf("%s:%d", components.OperatorServiceHost(components.FrontProxyDeployment(components.FrontProxyName)), components.KcpPort)
+	return fmt.Sprintf("%s:%d", naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName)), naming.KcpPort)
 }
 
 // RemintHint is the re-mint procedure, appended to expiry messages.

@@ -11,17 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
-
-// OperatorDeployment is the kcp-operator chart's Deployment (named after the release).
-const OperatorDeployment = components.OperatorReleaseName
-
-// RootShardProxyDeployment is the Deployment of the root shard's internal proxy, which
-// the operator creates next to <root>-kcp. The RootShard's Available condition does not
-// cover it, so it is checked on its own.
-func RootShardProxyDeployment(rootShard string) string { return rootShard + "-proxy" }
 
 // The operator's API (kcp-operator v1alpha1).
 var (
@@ -50,33 +42,35 @@ type kcpObject struct {
 }
 
 func (k kcpObject) item() string {
-	return fmt.Sprintf("%s %s/%s", k.kind, components.NamespaceKcp, k.name)
+	return fmt.Sprintf("%s %s/%s", k.kind, naming.NamespaceKcp, k.name)
 }
 
 // rolloutTargets derives, from the stack config, every workload and kcp object the
 // program deploys, in deployment order.
 func rolloutTargets(cfg *config.Config) ([]workload, []kcpObject) {
-	w := []workload{{kind: "Deployment", namespace: components.NamespaceOperator, name: OperatorDeployment}}
+	w := []workload{{kind: "Deployment", namespace: naming.NamespaceOperator, name: naming.OperatorDeployment}}
 	for _, s := range cfg.Kcp.AllShards() {
-		w = append(w, workload{kind: "StatefulSet", namespace: components.NamespaceEtcd, name: components.EtcdName(s.Name), replicas: cfg.Etcd.Members})
+		w = append(w, workload{kind: "StatefulSet", namespace: naming.NamespaceEtcd, name: naming.EtcdName(s.Name), replicas: cfg.Etcd.Members})
 	}
-	root := config.RootShardName
+	root := naming.RootShardName
 	w = append(w,
-		workload{kind: "Deployment", namespace: components.NamespaceKcp, name: components.RootShardDeployment(root), replicas: cfg.Kcp.RootShard.Replicas},
-		workload{kind: "Deployment", namespace: components.NamespaceKcp, name: RootShardProxyDeployment(root), replicas: cfg.Kcp.RootShard.Replicas},
+		workload{kind: "Deployment", namespace: naming.NamespaceKcp, name: naming.RootShardDeployment(root), replicas: cfg.Kcp.RootShard.Replicas},
+		// The root shard's internal proxy: the RootShard's Available condition does not
+		// cover it, so it is checked on its own.
+		workload{kind: "Deployment", namespace: naming.NamespaceKcp, name: naming.RootShardProxyDeployment(root), replicas: cfg.Kcp.RootShard.Replicas},
 	)
 	for _, s := range cfg.Kcp.Shards {
-		w = append(w, workload{kind: "Deployment", namespace: components.NamespaceKcp, name: components.ShardDeployment(s.Name), replicas: s.Replicas})
+		w = append(w, workload{kind: "Deployment", namespace: naming.NamespaceKcp, name: naming.ShardDeployment(s.Name), replicas: s.Replicas})
 	}
-	w = append(w, workload{kind: "Deployment", namespace: components.NamespaceKcp, name: components.FrontProxyDeployment(components.FrontProxyName), replicas: cfg.Kcp.FrontProxy.Replicas})
+	w = append(w, workload{kind: "Deployment", namespace: naming.NamespaceKcp, name: naming.FrontProxyDeployment(naming.FrontProxyName), replicas: cfg.Kcp.FrontProxy.Replicas})
 
 	objs := []kcpObject{{kind: "RootShard", gvr: GVRRootShard, name: root}}
 	for _, s := range cfg.Kcp.Shards {
 		objs = append(objs, kcpObject{kind: "Shard", gvr: GVRShard, name: s.Name})
 	}
 	objs = append(objs,
-		kcpObject{kind: "FrontProxy", gvr: GVRFrontProxy, name: components.FrontProxyName},
-		kcpObject{kind: "Kubeconfig", gvr: GVRKubeconfig, name: components.KubeconfigObjectName(cfg.Hub.RemintGeneration)},
+		kcpObject{kind: "FrontProxy", gvr: GVRFrontProxy, name: naming.FrontProxyName},
+		kcpObject{kind: "Kubeconfig", gvr: GVRKubeconfig, name: naming.KubeconfigObjectName(cfg.Hub.RemintGeneration)},
 	)
 	return w, objs
 }
@@ -184,7 +178,7 @@ func replicaProblem(generation, observed int64, spec, current, updated, ready in
 }
 
 func availableResult(ctx context.Context, o *Options, k kcpObject) Result {
-	obj, err := o.Dynamic.Resource(k.gvr).Namespace(components.NamespaceKcp).Get(ctx, k.name, metav1.GetOptions{})
+	obj, err := o.Dynamic.Resource(k.gvr).Namespace(naming.NamespaceKcp).Get(ctx, k.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return fail(CheckRollout, k.item(), "not found")

@@ -2,7 +2,8 @@
 // rollout of every workload and kcp object, the split-horizon DNS answers inside the
 // cluster, the anonymous answers through the ingress, and the hub's kubeconfig. It reads
 // the same validated stack config as the Pulumi program and derives every name from
-// components/names.go, so a check looks at exactly what the program deployed.
+// package naming, as the program does, so a check looks at exactly what the program
+// deployed, without linking the Pulumi SDK.
 //
 // Everything that talks to the outside is injected (Kubernetes clients, the pod runner,
 // the HTTP client and the clock), so every check is tested without a cluster or network.

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -231,7 +231,7 @@ func preCreate(ctx context.Context, cl *client, p rendered) error {
 
 	// kube-system is created by the API server shortly after it is ready.
 	if err := testenv.WaitFor(ctx, time.Minute, nil, func() (bool, error) {
-		_, err := cl.dynamic.Resource(namespaceGVR).Get(ctx, components.CoreDNSNamespace, getOptions)
+		_, err := cl.dynamic.Resource(namespaceGVR).Get(ctx, naming.NamespaceKubeSystem, getOptions)
 		return err == nil, nil
 	}); err != nil {
 		return fmt.Errorf("namespace kube-system: %w", err)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // TestRemoveInterruptedHelmRecords runs the Helm record repair of the program's
@@ -27,7 +28,7 @@ func TestRemoveInterruptedHelmRecords(t *testing.T) {
 	_, cfg := startAPIServer(t, ctx, servers, "10.96.0.0/16")
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	const ns = components.NamespaceOperator
+	const ns = naming.NamespaceOperator
 	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -41,13 +42,13 @@ func TestRemoveInterruptedHelmRecords(t *testing.T) {
 			Data: map[string][]byte{"release": []byte("H4sI")},
 		}
 	}
-	notHelms := record(components.OperatorReleaseName, 9, "pending-install")
+	notHelms := record(naming.OperatorReleaseName, 9, "pending-install")
 	notHelms.Name, notHelms.Labels["owner"] = "look-alike", "someone-else"
 	for _, s := range []*corev1.Secret{
-		record(components.OperatorReleaseName, 1, "superseded"),
-		record(components.OperatorReleaseName, 2, "deployed"),
-		record(components.OperatorReleaseName, 3, "pending-upgrade"),
-		record(components.OperatorReleaseName+"-extra", 1, "pending-install"),
+		record(naming.OperatorReleaseName, 1, "superseded"),
+		record(naming.OperatorReleaseName, 2, "deployed"),
+		record(naming.OperatorReleaseName, 3, "pending-upgrade"),
+		record(naming.OperatorReleaseName+"-extra", 1, "pending-install"),
 		record("cert-manager", 1, "pending-install"),
 		notHelms,
 	} {
@@ -66,7 +67,7 @@ func TestRemoveInterruptedHelmRecords(t *testing.T) {
 		return names
 	}
 
-	removed, err := components.RemoveInterruptedHelmRecords(ctx, secrets, components.OperatorReleaseName)
+	removed, err := components.RemoveInterruptedHelmRecords(ctx, secrets, naming.OperatorReleaseName)
 	require.NoError(t, err)
 	require.Equal(t, []string{"sh.helm.release.v1.kcp-operator.v3 (pending-upgrade)"}, removed, "an interrupted upgrade")
 	require.Equal(t, []string{
@@ -77,7 +78,7 @@ func TestRemoveInterruptedHelmRecords(t *testing.T) {
 		"sh.helm.release.v1.kcp-operator.v2",
 	}, remaining())
 
-	removed, err = components.RemoveInterruptedHelmRecords(ctx, secrets, components.OperatorReleaseName)
+	removed, err = components.RemoveInterruptedHelmRecords(ctx, secrets, naming.OperatorReleaseName)
 	require.NoError(t, err)
 	require.Empty(t, removed, "nothing pending is left: a second run removes nothing")
 

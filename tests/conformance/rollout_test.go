@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/railgrid/railgrid-kcp/components"
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -57,7 +57,7 @@ func TestKcpRolloutWaitReadsWhatTheOperatorWrites(t *testing.T) {
 	require.NoError(t, cl.installCRDs(ctx, crds))
 	kube, err := kubernetes.NewForConfig(cfg)
 	require.NoError(t, err)
-	ns := components.NamespaceKcp
+	ns := naming.NamespaceKcp
 	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -73,11 +73,11 @@ func TestKcpRolloutWaitReadsWhatTheOperatorWrites(t *testing.T) {
 	// with the compiled object's generation.
 	render := func(spec map[string]any) {
 		t.Helper()
-		obj, err := compiledRootShards.Get(ctx, config.RootShardName, metav1.GetOptions{})
+		obj, err := compiledRootShards.Get(ctx, naming.RootShardName, metav1.GetOptions{})
 		if err != nil {
 			obj = &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "deploy.operator.kcp.io/v1alpha1", "kind": "CompiledRootShard",
-				"metadata": map[string]any{"name": config.RootShardName, "namespace": ns},
+				"metadata": map[string]any{"name": naming.RootShardName, "namespace": ns},
 			}}
 		}
 		require.NoError(t, unstructured.SetNestedMap(obj.Object, spec, "spec", "rootShard"))
@@ -124,9 +124,9 @@ func TestKcpRolloutWaitReadsWhatTheOperatorWrites(t *testing.T) {
 		return d
 	}
 	wait := func() error {
-		return components.WaitForKcpRollout(ctx, cfg, "RootShard", config.RootShardName, time.Second, 100*time.Millisecond)
+		return components.WaitForKcpRollout(ctx, cfg, "RootShard", naming.RootShardName, time.Second, 100*time.Millisecond)
 	}
-	kcpName, proxyName := components.RootShardDeployment(config.RootShardName), config.RootShardName+"-proxy"
+	kcpName, proxyName := naming.RootShardDeployment(naming.RootShardName), naming.RootShardName+"-proxy"
 
 	// Not rendered yet.
 	require.ErrorContains(t, wait(), "the operator has not rendered its CompiledRootShard yet")
@@ -168,13 +168,13 @@ func TestKcpRolloutWaitReadsWhatTheOperatorWrites(t *testing.T) {
 	// A new RootShard spec the operator has not rendered yet: the Deployments' rollout of
 	// the old one does not count.
 	bumped := "v0.33.1"
-	_, err = rootShards.Patch(ctx, config.RootShardName, types.MergePatchType,
+	_, err = rootShards.Patch(ctx, naming.RootShardName, types.MergePatchType,
 		[]byte(`{"spec":{"image":{"tag":"`+bumped+`"},"proxy":{"image":{"tag":"`+bumped+`"}}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.ErrorContains(t, wait(), "the operator has not rendered generation 2 of RootShard root into its CompiledRootShard yet")
 
 	// Rendered, but the Deployments still run the old image.
-	live, err = rootShards.Get(ctx, config.RootShardName, metav1.GetOptions{})
+	live, err = rootShards.Get(ctx, naming.RootShardName, metav1.GetOptions{})
 	require.NoError(t, err)
 	spec, _, _ = unstructured.NestedMap(live.Object, "spec")
 	render(spec)

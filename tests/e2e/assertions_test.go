@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/railgrid/railgrid-kcp/components"
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -39,17 +39,17 @@ var (
 func checkOrder(t *testing.T, p rendered, log *eventLog) {
 	t.Helper()
 	steps := log.steps()
-	rs := p.urnOf("RootShard", config.RootShardName)
+	rs := p.urnOf("RootShard", naming.RootShardName)
 	sh := p.urnOf("Shard", "alpha")
-	fp := p.urnOf("FrontProxy", components.FrontProxyName)
-	kc := p.urnOf("Kubeconfig", components.KubeconfigName)
+	fp := p.urnOf("FrontProxy", naming.FrontProxyName)
+	kc := p.urnOf("Kubeconfig", naming.KubeconfigName)
 	hub := p.urnOf("Secret", p.cfg.Hub.SecretName)
 	rules := []struct {
 		dependent string
 		needs     []string
 	}{
-		{rs, []string{p.releaseURN(), p.urnOf("Issuer", components.SelfSignedIssuer), p.urnOf("StatefulSet", components.EtcdName(config.RootShardName))}},
-		{sh, []string{rs, p.urnOf("StatefulSet", components.EtcdName("alpha"))}},
+		{rs, []string{p.releaseURN(), p.urnOf("Issuer", naming.SelfSignedIssuer), p.urnOf("StatefulSet", naming.EtcdName(naming.RootShardName))}},
+		{sh, []string{rs, p.urnOf("StatefulSet", naming.EtcdName("alpha"))}},
 		{fp, []string{rs}},
 		{kc, []string{fp}},
 		{hub, []string{kc}},
@@ -113,7 +113,7 @@ func checkHubSecret(t *testing.T, ctx context.Context, e *env, p rendered, minte
 	if err != nil {
 		t.Fatalf("the hub Secret's kubeconfig: %v", err)
 	}
-	wantServer := fmt.Sprintf("https://%s:%d", components.OperatorServiceHost(components.FrontProxyDeployment(components.FrontProxyName)), components.KcpPort)
+	wantServer := fmt.Sprintf("https://%s:%d", naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName)), naming.KcpPort)
 	if facts.server != wantServer {
 		t.Errorf("the hub kubeconfig's server is %s, want the in-cluster front proxy %s", facts.server, wantServer)
 	}
@@ -134,7 +134,7 @@ func checkHubSecret(t *testing.T, ctx context.Context, e *env, p rendered, minte
 	if v := outs["kcpRootServerCA"]; v.Value != facts.caPEM || v.Secret {
 		t.Errorf("output kcpRootServerCA (secret %v) is not the kubeconfig's CA", v.Secret)
 	}
-	ca, err := e.c.kube.CoreV1().Secrets(components.NamespaceKcp).Get(ctx, config.RootShardName+"-server-ca", metav1.GetOptions{})
+	ca, err := e.c.kube.CoreV1().Secrets(naming.NamespaceKcp).Get(ctx, naming.RootShardName+"-server-ca", metav1.GetOptions{})
 	if err != nil || string(ca.Data["tls.crt"]) != facts.caPEM {
 		t.Errorf("the kubeconfig's CA is not kcp-system/root-server-ca (%v)", err)
 	}
@@ -325,15 +325,15 @@ func dataHolders(t *testing.T, ctx context.Context, c *cluster) map[string]strin
 			}
 		}
 	}
-	add(pvcGVR, components.NamespaceEtcd, nil)
-	add(statefulSetGVR, components.NamespaceEtcd, nil)
+	add(pvcGVR, naming.NamespaceEtcd, nil)
+	add(statefulSetGVR, naming.NamespaceEtcd, nil)
 	add(namespaceGVR, "", func(n string) bool {
-		return slices.Contains([]string{components.NamespaceEtcd, components.NamespaceKcp, components.NamespaceOperator, "railgrid-system"}, n)
+		return slices.Contains([]string{naming.NamespaceEtcd, naming.NamespaceKcp, naming.NamespaceOperator, "railgrid-system"}, n)
 	})
 	add(rootShardGVR, "", nil)
 	add(shardGVR, "", nil)
 	add(frontProxyGVR, "", nil)
-	add(serviceGVR, components.NamespaceKcp, nil)
+	add(serviceGVR, naming.NamespaceKcp, nil)
 	return out
 }
 
@@ -360,12 +360,12 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 		name string
 		path [][]string
 	}{
-		{rootShardGVR, config.RootShardName, [][]string{{"spec", "image"}, {"spec", "proxy", "image"}}},
+		{rootShardGVR, naming.RootShardName, [][]string{{"spec", "image"}, {"spec", "proxy", "image"}}},
 		{shardGVR, "alpha", [][]string{{"spec", "image"}}},
-		{frontProxyGVR, components.FrontProxyName, [][]string{{"spec", "image"}}},
+		{frontProxyGVR, naming.FrontProxyName, [][]string{{"spec", "image"}}},
 	}
 	for _, o := range kcpObjects {
-		obj, err := c.dyn.Resource(o.gvr).Namespace(components.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
+		obj, err := c.dyn.Resource(o.gvr).Namespace(naming.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("%s %s: %v", o.gvr.Resource, o.name, err)
 			continue
@@ -379,8 +379,8 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 	// The up waited for these rollouts (components/kcprollout.go): each has rolled out the
 	// moment it returns.
 	for _, name := range []string{
-		components.RootShardDeployment(config.RootShardName), config.RootShardName + "-proxy",
-		components.ShardDeployment("alpha"), components.FrontProxyDeployment(components.FrontProxyName),
+		naming.RootShardDeployment(naming.RootShardName), naming.RootShardName + "-proxy",
+		naming.ShardDeployment("alpha"), naming.FrontProxyDeployment(naming.FrontProxyName),
 	} {
 		if pending := deploymentRollout(ctx, c, name, want); pending != "" {
 			t.Errorf("the up returned before Deployment %s had rolled out: %s", name, pending)
@@ -388,7 +388,7 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 	}
 	for _, o := range kcpObjects {
 		err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
-			obj, err := c.dyn.Resource(o.gvr).Namespace(components.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
+			obj, err := c.dyn.Resource(o.gvr).Namespace(naming.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
 			return err == nil && isAvailable(obj), nil
 		})
 		if err != nil {
@@ -402,7 +402,7 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 	t.Helper()
 	c := e.c
 	var kept []string
-	pvcs, err := countObjects(ctx, c, pvcGVR, components.NamespaceEtcd)
+	pvcs, err := countObjects(ctx, c, pvcGVR, naming.NamespaceEtcd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 		}
 		kept = append(kept, "CustomResourceDefinition "+name)
 	}
-	for _, ns := range []string{components.NamespaceEtcd, p.cfg.Hub.Namespace} {
+	for _, ns := range []string{naming.NamespaceEtcd, p.cfg.Hub.Namespace} {
 		n, err := c.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil || n.DeletionTimestamp != nil {
 			t.Errorf("destroy removed the retained namespace %s (%v)", ns, err)
@@ -438,7 +438,7 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 	// CoreDNS keeps working: its pods still read the retained Corefile, whose hosts
 	// stanza now reads an absent file.
 	checkCoreDNSReadsOurCorefile(t, ctx, e, p, false)
-	kept = append(kept, "ConfigMap kube-system/"+components.SplitHorizonCorefileConfigMap+" (the Corefile CoreDNS mounts; its hosts file is gone)")
+	kept = append(kept, "ConfigMap kube-system/"+naming.SplitHorizonCorefileConfigMap+" (the Corefile CoreDNS mounts; its hosts file is gone)")
 
 	// Gone: kcp objects, owned Services, the hub Secret, the hosts ConfigMap, etcd, the edge.
 	gone := []struct {
@@ -448,15 +448,15 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 		name string
 	}{
 		{"RootShard", rootShardGVR, "", ""}, {"Shard", shardGVR, "", ""}, {"FrontProxy", frontProxyGVR, "", ""}, {"Kubeconfig", kubeconfigGVR, "", ""},
-		{"Service", serviceGVR, components.NamespaceKcp, ""},
+		{"Service", serviceGVR, naming.NamespaceKcp, ""},
 		{"Secret", secretGVR, p.cfg.Hub.Namespace, p.cfg.Hub.SecretName},
-		{"ConfigMap", configMapGVR, components.CoreDNSNamespace, components.SplitHorizonHostsConfigMap},
-		{"StatefulSet", statefulSetGVR, components.NamespaceEtcd, ""},
-		{"Deployment", deploymentGVR, components.NamespaceKcp, ""},
-		{"Gateway", gatewayGVR, components.NamespaceKcp, ""},
-		{"GatewayClass", gwClassGVR, "", components.EdgeGatewayName},
-		{"EnvoyProxy", envoyProxyGVR, components.NamespaceEnvoyGateway, components.EdgeGatewayName},
-		{"Namespace", namespaceGVR, "", components.NamespaceKcp},
+		{"ConfigMap", configMapGVR, naming.NamespaceKubeSystem, naming.SplitHorizonHostsConfigMap},
+		{"StatefulSet", statefulSetGVR, naming.NamespaceEtcd, ""},
+		{"Deployment", deploymentGVR, naming.NamespaceKcp, ""},
+		{"Gateway", gatewayGVR, naming.NamespaceKcp, ""},
+		{"GatewayClass", gwClassGVR, "", naming.EdgeGatewayName},
+		{"EnvoyProxy", envoyProxyGVR, naming.NamespaceEnvoyGateway, naming.EdgeGatewayName},
+		{"Namespace", namespaceGVR, "", naming.NamespaceKcp},
 	}
 	var removed []string
 	for _, g := range gone {
@@ -540,8 +540,8 @@ func checkExactlyOnce(t *testing.T, ctx context.Context, e *env, d deployment) {
 		ns   string
 	}{
 		{"RootShard", rootShardGVR, ""}, {"Shard", shardGVR, ""}, {"FrontProxy", frontProxyGVR, ""}, {"Kubeconfig", kubeconfigGVR, ""},
-		{"Service", serviceGVR, components.NamespaceKcp}, {"Service", serviceGVR, components.NamespaceEtcd},
-		{"StatefulSet", statefulSetGVR, components.NamespaceEtcd},
+		{"Service", serviceGVR, naming.NamespaceKcp}, {"Service", serviceGVR, naming.NamespaceEtcd},
+		{"StatefulSet", statefulSetGVR, naming.NamespaceEtcd},
 	} {
 		// Only what the Kubernetes provider wrote: the operator creates Services of its
 		// own (root-kcp, ...) in kcp-system.

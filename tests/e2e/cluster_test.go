@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -190,7 +190,7 @@ func delayedPodReady(stage []byte) ([]byte, error) {
 		return nil, fmt.Errorf("kwok's pod-ready stage no longer has the shape this test edits")
 	}
 	ns := func(op string) string {
-		return anchor + "    - key: '.metadata.namespace'\n      operator: '" + op + "'\n      values:\n      - '" + components.NamespaceKcp + "'\n      - '" + components.NamespaceOperator + "'\n"
+		return anchor + "    - key: '.metadata.namespace'\n      operator: '" + op + "'\n      values:\n      - '" + naming.NamespaceKcp + "'\n      - '" + naming.NamespaceOperator + "'\n"
 	}
 	others := strings.Replace(text, anchor, ns("NotIn"), 1)
 	kcp := strings.Replace(text, anchor, ns("In"), 1)

@@ -26,7 +26,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -199,7 +199,7 @@ func (ctl *controllers) launchOperator(ctx context.Context, bin string, run int)
 			subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
 			for _, s := range subjects {
 				m, _ := s.(map[string]any)
-				if m["kind"] == "ServiceAccount" && m["namespace"] == components.NamespaceOperator {
+				if m["kind"] == "ServiceAccount" && m["namespace"] == naming.NamespaceOperator {
 					sa = fmt.Sprint(m["name"])
 				}
 			}
@@ -207,13 +207,13 @@ func (ctl *controllers) launchOperator(ctx context.Context, bin string, run int)
 		if sa == "" {
 			return false, nil
 		}
-		_, err = c.kube.CoreV1().ServiceAccounts(components.NamespaceOperator).Get(ctx, sa, metav1.GetOptions{})
+		_, err = c.kube.CoreV1().ServiceAccounts(naming.NamespaceOperator).Get(ctx, sa, metav1.GetOptions{})
 		return err == nil, nil
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("waiting for the chart's CRDs and ServiceAccount: %w", err)
 	}
-	user := "system:serviceaccount:" + components.NamespaceOperator + ":" + sa
+	user := "system:serviceaccount:" + naming.NamespaceOperator + ":" + sa
 	kubeconfig := filepath.Join(ctl.dir, "kcp-operator.kubeconfig")
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["e2e"] = &clientcmdapi.Cluster{Server: c.host, CertificateAuthorityData: c.caPEM}
@@ -221,7 +221,7 @@ func (ctl *controllers) launchOperator(ctx context.Context, bin string, run int)
 		Token:       c.token,
 		Impersonate: user,
 		// The groups the API server gives every ServiceAccount token.
-		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:" + components.NamespaceOperator, "system:authenticated"},
+		ImpersonateGroups: []string{"system:serviceaccounts", "system:serviceaccounts:" + naming.NamespaceOperator, "system:authenticated"},
 	}
 	cfg.Contexts["operator"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: "operator"}
 	cfg.CurrentContext = "operator"
@@ -281,7 +281,7 @@ func (ctl *controllers) running() error {
 // logged at or after since. The operator's log line does not name the Shard object; the
 // root shard it cannot reach is the same for every Shard.
 func (ctl *controllers) shardCleanupFailure(since time.Time) string {
-	rootHost := components.OperatorServiceHost(components.RootShardDeployment(config.RootShardName))
+	rootHost := naming.OperatorServiceHost(naming.RootShardDeployment(naming.RootShardName))
 	sc := bufio.NewScanner(strings.NewReader(ctl.operatorLog()))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
@@ -352,11 +352,11 @@ type credential struct {
 
 // readCredential reads the kubeconfig the operator wrote for the Kubeconfig object name.
 func readCredential(ctx context.Context, c *cluster, name string) (credential, error) {
-	secret, err := c.kube.CoreV1().Secrets(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
+	secret, err := c.kube.CoreV1().Secrets(naming.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return credential{}, err
 	}
-	return parseCredential(components.NamespaceKcp+"/"+name, secret)
+	return parseCredential(naming.NamespaceKcp+"/"+name, secret)
 }
 
 func parseCredential(id string, secret *corev1.Secret) (credential, error) {
@@ -386,7 +386,7 @@ func parseCredential(id string, secret *corev1.Secret) (credential, error) {
 // certificateSecrets lists the cert-manager Certificates of kcp-system that issue the hub
 // credential (kubeconfig-cert-<Kubeconfig>) with their Secrets, if still there.
 func certificateSecrets(ctx context.Context, c *cluster) ([]string, error) {
-	list, err := c.dyn.Resource(certificateGVR).Namespace(components.NamespaceKcp).List(ctx, metav1.ListOptions{})
+	list, err := c.dyn.Resource(certificateGVR).Namespace(naming.NamespaceKcp).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +397,7 @@ func certificateSecrets(ctx context.Context, c *cluster) ([]string, error) {
 		}
 		secretName, _, _ := unstructured.NestedString(crt.Object, "spec", "secretName")
 		state := "Secret " + secretName
-		if _, err := c.kube.CoreV1().Secrets(components.NamespaceKcp).Get(ctx, secretName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		if _, err := c.kube.CoreV1().Secrets(naming.NamespaceKcp).Get(ctx, secretName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 			state += " (gone)"
 		}
 		out = append(out, "Certificate "+crt.GetName()+", "+state)

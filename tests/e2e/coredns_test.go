@@ -12,6 +12,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // corefileCoreDNSReads follows CoreDNS's pod template in the cluster to the file its
@@ -20,7 +21,7 @@ import (
 // the ConfigMap key behind it. It returns the Corefile, the ConfigMap it came from, and
 // the hosts file the Corefile's hosts stanza names, resolved the same way (absent: "").
 func corefileCoreDNSReads(ctx context.Context, e *env) (corefile, from, hosts string, err error) {
-	deploy, err := e.c.kube.AppsV1().Deployments(components.CoreDNSNamespace).Get(ctx, components.CoreDNSDeployment, metav1.GetOptions{})
+	deploy, err := e.c.kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Get(ctx, components.CoreDNSDeployment, metav1.GetOptions{})
 	if err != nil {
 		return "", "", "", err
 	}
@@ -58,7 +59,7 @@ func corefileCoreDNSReads(ctx context.Context, e *env) (corefile, from, hosts st
 					key = item.Key
 				}
 			}
-			cm, err := e.c.kube.CoreV1().ConfigMaps(components.CoreDNSNamespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
+			cm, err := e.c.kube.CoreV1().ConfigMaps(naming.NamespaceKubeSystem).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
 			if err != nil {
 				return "", v.ConfigMap.Name, err
 			}
@@ -92,8 +93,8 @@ func checkCoreDNSReadsOurCorefile(t *testing.T, ctx context.Context, e *env, p r
 	if err != nil {
 		t.Fatalf("the Corefile CoreDNS reads: %v", err)
 	}
-	if from != components.SplitHorizonCorefileConfigMap {
-		t.Errorf("CoreDNS reads its Corefile from ConfigMap %q, want %q", from, components.SplitHorizonCorefileConfigMap)
+	if from != naming.SplitHorizonCorefileConfigMap {
+		t.Errorf("CoreDNS reads its Corefile from ConfigMap %q, want %q", from, naming.SplitHorizonCorefileConfigMap)
 	}
 	if want := strings.Replace(mockstack.KindCorefile, ".:53 {\n", ".:53 {\n    # railgrid-kcp split horizon: BEGIN\n    hosts /etc/coredns/railgrid-kcp/hosts {\n        fallthrough\n    }\n    # railgrid-kcp split horizon: END\n", 1); corefile != want {
 		t.Errorf("CoreDNS reads this Corefile:\n%s\nwant kubeadm's with the hosts stanza:\n%s", indent([]string{corefile}), indent([]string{want}))
@@ -107,7 +108,7 @@ func checkCoreDNSReadsOurCorefile(t *testing.T, ctx context.Context, e *env, p r
 	} else if hosts != "" {
 		t.Errorf("after destroy CoreDNS still reads answers:\n%s", hosts)
 	}
-	kubeadm, err := e.c.kube.CoreV1().ConfigMaps(components.CoreDNSNamespace).Get(ctx, components.CoreDNSConfigMap, metav1.GetOptions{})
+	kubeadm, err := e.c.kube.CoreV1().ConfigMaps(naming.NamespaceKubeSystem).Get(ctx, components.CoreDNSConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

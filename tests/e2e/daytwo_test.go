@@ -23,6 +23,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // tlsRouteGVR is the kind edge's route kind (Gateway API v1, as the program writes it).
@@ -41,8 +42,8 @@ var beta = map[string]any{"name": "beta", "hostname": "beta.kcp.localhost", "clu
 // Gateway has one TLS passthrough listener for every hostname, so it must not change.
 // Any other update, and any replace, fails the step.
 var sharedUpdates = []struct{ kind, name string }{
-	{"ConfigMap", components.SplitHorizonHostsConfigMap},
-	{"BackendTrafficPolicy", components.EdgeGatewayName},
+	{"ConfigMap", naming.SplitHorizonHostsConfigMap},
+	{"BackendTrafficPolicy", naming.EdgeGatewayName},
 }
 
 // dayTwo adds the shard beta to the running stack, retires it, brings it back on the
@@ -154,7 +155,7 @@ func addShard(t *testing.T, ctx context.Context, e *env, before, after rendered,
 	added := added(before, after)
 	name := "beta"
 	for _, want := range []struct{ kind, name string }{
-		{"StatefulSet", components.EtcdName(name)}, {"Shard", name}, {"Service", components.OwnedServiceName(name)},
+		{"StatefulSet", naming.EtcdName(name)}, {"Shard", name}, {"Service", naming.OwnedServiceName(name)},
 		{"TLSRoute", edgeRouteName(name)},
 	} {
 		if urn := after.urnOf(want.kind, want.name); urn == "" || !added[urn] {
@@ -184,7 +185,7 @@ func addShard(t *testing.T, ctx context.Context, e *env, before, after rendered,
 	snap.checkUntouched(t, ctx, e, name, nil)
 
 	// What the cluster now has: the Shard Available, its DNS answer, its route.
-	sh, err := e.c.dyn.Resource(shardGVR).Namespace(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
+	sh, err := e.c.dyn.Resource(shardGVR).Namespace(naming.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 	if err != nil || !isAvailable(sh) {
 		t.Errorf("Shard %s after the %s up: available=%v, %v", name, label, err == nil && isAvailable(sh), err)
 	}
@@ -192,7 +193,7 @@ func addShard(t *testing.T, ctx context.Context, e *env, before, after rendered,
 	if !slices.Contains(hosts, fmt.Sprintf("%s %s", beta["clusterIP"], beta["hostname"])) {
 		t.Errorf("the CoreDNS hosts ConfigMap does not answer %s with %s: %v", beta["hostname"], beta["clusterIP"], hosts)
 	}
-	if _, err := e.c.dyn.Resource(tlsRouteGVR).Namespace(components.NamespaceKcp).Get(ctx, edgeRouteName(name), metav1.GetOptions{}); err != nil {
+	if _, err := e.c.dyn.Resource(tlsRouteGVR).Namespace(naming.NamespaceKcp).Get(ctx, edgeRouteName(name), metav1.GetOptions{}); err != nil {
 		t.Errorf("the edge route of %s: %v", name, err)
 	}
 	checkNoChanges(t, ctx, s, "post-"+label)
@@ -238,7 +239,7 @@ func retireShard(t *testing.T, ctx context.Context, e *env, before rendered, nam
 		got = append(got, l.Shard)
 		t.Logf("lifted %s from Shard %s at %s, after the operator reported: %s", shardFinalizer, l.Shard, l.At.Format("15:04:05.000"), l.Report)
 	}
-	if want := []string{components.NamespaceKcp + "/" + name}; !slices.Equal(got, want) {
+	if want := []string{naming.NamespaceKcp + "/" + name}; !slices.Equal(got, want) {
 		t.Errorf("the test lifted the shard finalizer of %v, want exactly %v", got, want)
 	}
 	e.ctl.resetLifted()
@@ -250,19 +251,19 @@ func retireShard(t *testing.T, ctx context.Context, e *env, before rendered, nam
 		get  func() error
 	}{
 		{"Shard " + name, func() error {
-			_, err := e.c.dyn.Resource(shardGVR).Namespace(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
+			_, err := e.c.dyn.Resource(shardGVR).Namespace(naming.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 			return err
 		}},
-		{"Service " + components.OwnedServiceName(name), func() error {
-			_, err := e.c.kube.CoreV1().Services(components.NamespaceKcp).Get(ctx, components.OwnedServiceName(name), metav1.GetOptions{})
+		{"Service " + naming.OwnedServiceName(name), func() error {
+			_, err := e.c.kube.CoreV1().Services(naming.NamespaceKcp).Get(ctx, naming.OwnedServiceName(name), metav1.GetOptions{})
 			return err
 		}},
 		{"TLSRoute " + edgeRouteName(name), func() error {
-			_, err := e.c.dyn.Resource(tlsRouteGVR).Namespace(components.NamespaceKcp).Get(ctx, edgeRouteName(name), metav1.GetOptions{})
+			_, err := e.c.dyn.Resource(tlsRouteGVR).Namespace(naming.NamespaceKcp).Get(ctx, edgeRouteName(name), metav1.GetOptions{})
 			return err
 		}},
-		{"StatefulSet " + components.EtcdName(name), func() error {
-			_, err := e.c.kube.AppsV1().StatefulSets(components.NamespaceEtcd).Get(ctx, components.EtcdName(name), metav1.GetOptions{})
+		{"StatefulSet " + naming.EtcdName(name), func() error {
+			_, err := e.c.kube.AppsV1().StatefulSets(naming.NamespaceEtcd).Get(ctx, naming.EtcdName(name), metav1.GetOptions{})
 			return err
 		}},
 	}
@@ -297,15 +298,15 @@ func checkRetiredOutput(t *testing.T, ctx context.Context, e *env, name string, 
 	}
 	all, _ := outs["retiredShardVolumes"].Value.(map[string]any)
 	entry, _ := all[name].(map[string]any)
-	if entry["namespace"] != components.NamespaceEtcd {
-		t.Errorf("retiredShardVolumes.%s.namespace = %v, want %s (output: %s)", name, entry["namespace"], components.NamespaceEtcd, compact(all))
+	if entry["namespace"] != naming.NamespaceEtcd {
+		t.Errorf("retiredShardVolumes.%s.namespace = %v, want %s (output: %s)", name, entry["namespace"], naming.NamespaceEtcd, compact(all))
 	}
 	listed, _ := entry["claims"].(map[string]any)
 	if len(listed) != len(claims) {
 		t.Errorf("retiredShardVolumes.%s.claims = %s, want the %d kept claims %v", name, compact(listed), len(claims), claims)
 	}
 	for claim := range claims {
-		pvc, err := e.c.kube.CoreV1().PersistentVolumeClaims(components.NamespaceEtcd).Get(ctx, claim, metav1.GetOptions{})
+		pvc, err := e.c.kube.CoreV1().PersistentVolumeClaims(naming.NamespaceEtcd).Get(ctx, claim, metav1.GetOptions{})
 		if err != nil {
 			t.Errorf("kept claim %s: %v", claim, err)
 			continue
@@ -330,7 +331,7 @@ func checkOnlyPlannedChanges(t *testing.T, label string, log *eventLog, before, 
 			shared[urn] = true
 		}
 	}
-	hostsURN := after.urnOf("ConfigMap", components.SplitHorizonHostsConfigMap)
+	hostsURN := after.urnOf("ConfigMap", naming.SplitHorizonHostsConfigMap)
 	corefileURN := ""
 	for _, o := range after.objects {
 		if o.Patch && o.Manifest["kind"] == "ConfigMap" && mockstack.MetadataName(o.Resource) == components.CoreDNSConfigMap {
@@ -417,9 +418,9 @@ func readOnly(p rendered, urn string) bool {
 func checkAddOrder(t *testing.T, p rendered, log *eventLog, name string) {
 	t.Helper()
 	steps := log.steps()
-	etcd, shard := steps[p.urnOf("StatefulSet", components.EtcdName(name))], steps[p.urnOf("Shard", name)]
-	route, hosts := steps[p.urnOf("TLSRoute", edgeRouteName(name))], steps[p.urnOf("ConfigMap", components.SplitHorizonHostsConfigMap)]
-	root := steps[p.urnOf("RootShard", config.RootShardName)]
+	etcd, shard := steps[p.urnOf("StatefulSet", naming.EtcdName(name))], steps[p.urnOf("Shard", name)]
+	route, hosts := steps[p.urnOf("TLSRoute", edgeRouteName(name))], steps[p.urnOf("ConfigMap", naming.SplitHorizonHostsConfigMap)]
+	root := steps[p.urnOf("RootShard", naming.RootShardName)]
 	if etcd == nil || shard == nil || route == nil || hosts == nil {
 		t.Fatalf("the up's events lack a step: etcd %v, Shard %v, route %v, hosts %v", etcd != nil, shard != nil, route != nil, hosts != nil)
 	}
@@ -496,7 +497,7 @@ func (s snapshot) checkUntouched(t *testing.T, ctx context.Context, e *env, shar
 	var rolled []string
 	ofLeaving := func(key string) bool {
 		for name := range leaving {
-			for _, part := range []string{"/" + components.EtcdName(name), "/" + components.ShardDeployment(name), "/" + components.OwnedServiceName(name), "/" + name} {
+			for _, part := range []string{"/" + naming.EtcdName(name), "/" + naming.ShardDeployment(name), "/" + naming.OwnedServiceName(name), "/" + name} {
 				if strings.HasSuffix(key, part) || strings.Contains(key, part+"-") {
 					return true
 				}
@@ -510,7 +511,7 @@ func (s snapshot) checkUntouched(t *testing.T, ctx context.Context, e *env, shar
 		case !ok && ofLeaving(key):
 		case !ok:
 			t.Errorf("%s is gone", key)
-		case got != gen && strings.HasPrefix(key, "Deployment "+components.NamespaceKcp+"/") && onlyShardCertDiffers(s.templates[key], now.templates[key], shard):
+		case got != gen && strings.HasPrefix(key, "Deployment "+naming.NamespaceKcp+"/") && onlyShardCertDiffers(s.templates[key], now.templates[key], shard):
 			rolled = append(rolled, fmt.Sprintf("%s (generation %d -> %d)", key, gen, got))
 		case got != gen:
 			before, _ := json.Marshal(s.templates[key])
@@ -571,13 +572,13 @@ func onlyShardCertDiffers(before, after corev1.PodSpec, shard string) bool {
 // claimUIDs are the shard's etcd claims and their UIDs.
 func claimUIDs(t *testing.T, ctx context.Context, e *env, shard string) map[string]string {
 	t.Helper()
-	list, err := e.c.kube.CoreV1().PersistentVolumeClaims(components.NamespaceEtcd).List(ctx, metav1.ListOptions{})
+	list, err := e.c.kube.CoreV1().PersistentVolumeClaims(naming.NamespaceEtcd).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, pvc := range list.Items {
-		if strings.HasPrefix(pvc.Name, "data-"+components.EtcdName(shard)+"-") {
+		if strings.HasPrefix(pvc.Name, "data-"+naming.EtcdName(shard)+"-") {
 			out[pvc.Name] = string(pvc.UID)
 		}
 	}
@@ -587,7 +588,7 @@ func claimUIDs(t *testing.T, ctx context.Context, e *env, shard string) map[stri
 // hostsAnswers are the lines of the CoreDNS hosts ConfigMap.
 func hostsAnswers(t *testing.T, ctx context.Context, e *env) []string {
 	t.Helper()
-	cm, err := e.c.kube.CoreV1().ConfigMaps(components.CoreDNSNamespace).Get(ctx, components.SplitHorizonHostsConfigMap, metav1.GetOptions{})
+	cm, err := e.c.kube.CoreV1().ConfigMaps(naming.NamespaceKubeSystem).Get(ctx, naming.SplitHorizonHostsConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

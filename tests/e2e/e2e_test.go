@@ -15,8 +15,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -246,7 +246,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// 2c. The real kcp binaries accept the command line the operator wrote into every kcp
 	// Deployment, and the gke plan's (kcpflags_test.go).
 	t.Run("2c-kcp-accepts-the-operators-command-lines", func(t *testing.T) {
-		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, components.NamespaceKcp, len(wantKcpServers))
+		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, naming.NamespaceKcp, len(wantKcpServers))
 	})
 
 	// 3. The cluster holds what the offline plan shows.
@@ -273,16 +273,16 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		// The search can fail: a stray object of a planned kind, written by a
 		// pulumi-kubernetes field manager, shows up.
 		// (With data: the API server keeps no managedFields entry for an empty field set.)
-		stray := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "railgrid-e2e-stray", Namespace: components.NamespaceKcp},
+		stray := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "railgrid-e2e-stray", Namespace: naming.NamespaceKcp},
 			Data: map[string]string{"stray": "true"}}
-		if _, err := e.c.kube.CoreV1().ConfigMaps(components.NamespaceKcp).Create(ctx, stray, metav1.CreateOptions{FieldManager: pulumiManager + "-e2e-stray"}); err != nil {
+		if _, err := e.c.kube.CoreV1().ConfigMaps(naming.NamespaceKcp).Create(ctx, stray, metav1.CreateOptions{FieldManager: pulumiManager + "-e2e-stray"}); err != nil {
 			t.Fatal(err)
 		}
 		extra, _, err = unplannedObjects(ctx, e.c, p.objects)
 		if err != nil || len(extra) != 1 || !strings.Contains(extra[0], "railgrid-e2e-stray") {
 			t.Errorf("a stray ConfigMap written by %s* was not reported as unplanned: %v %v", pulumiManager, extra, err)
 		}
-		if err := e.c.kube.CoreV1().ConfigMaps(components.NamespaceKcp).Delete(ctx, stray.Name, metav1.DeleteOptions{}); err != nil {
+		if err := e.c.kube.CoreV1().ConfigMaps(naming.NamespaceKcp).Delete(ctx, stray.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -299,7 +299,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// certificate; the state holds no plaintext of it.
 	var creds []credential
 	t.Run("4-hub-secret-and-no-plaintext-in-state", func(t *testing.T) {
-		cred, err := readCredential(ctx, e.c, components.KubeconfigName)
+		cred, err := readCredential(ctx, e.c, naming.KubeconfigName)
 		if err != nil {
 			t.Fatalf("the operator's kubeconfig Secret: %v", err)
 		}
@@ -315,7 +315,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	sameCredential := func(t *testing.T, label string) {
 		t.Helper()
 		last := creds[len(creds)-1]
-		cred, err := readCredential(ctx, e.c, strings.TrimPrefix(last.Secret, components.NamespaceKcp+"/"))
+		cred, err := readCredential(ctx, e.c, strings.TrimPrefix(last.Secret, naming.NamespaceKcp+"/"))
 		if err != nil {
 			t.Errorf("%s: the operator's kubeconfig Secret: %v", label, err)
 		} else if cred.Cert.SerialNumber.Cmp(last.Cert.SerialNumber) != 0 {
@@ -366,9 +366,9 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		}
 		t.Logf("version bump: %s", changeCounts(summaryOf(res.Summary)))
 		wantUpdated := map[string]bool{
-			p.urnOf("RootShard", config.RootShardName):       true,
-			p.urnOf("Shard", "alpha"):                        true,
-			p.urnOf("FrontProxy", components.FrontProxyName): true,
+			p.urnOf("RootShard", naming.RootShardName):   true,
+			p.urnOf("Shard", "alpha"):                    true,
+			p.urnOf("FrontProxy", naming.FrontProxyName): true,
 		}
 		for urn, ops := range log.opsByURN() {
 			for _, op := range ops {
@@ -388,7 +388,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		}
 		checkImages(t, ctx, e.c, bumpedKcpVersion)
 		order.check(t)
-		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, components.NamespaceKcp, len(wantKcpServers))
+		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, naming.NamespaceKcp, len(wantKcpServers))
 		after := dataHolders(t, ctx, e.c)
 		checkSameObjects(t, before, after)
 		sameCredential(t, "the version bump")
@@ -407,7 +407,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 
 	// 8. destroy keeps the etcd volumes and the operator's CRDs, removes the rest.
 	t.Run("8-destroy-keeps-data", func(t *testing.T) {
-		pvcsBefore, err := countObjects(ctx, e.c, pvcGVR, components.NamespaceEtcd)
+		pvcsBefore, err := countObjects(ctx, e.c, pvcGVR, naming.NamespaceEtcd)
 		if err != nil || len(pvcsBefore) == 0 {
 			t.Fatalf("no etcd volume claims before destroy (%v)", err)
 		}
@@ -436,11 +436,11 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	t.Run("8b-up-after-destroy-reuses-kept-data", func(t *testing.T) {
 		// The namespace destroy deleted must be gone before it can be created again.
 		if err := testenv.WaitFor(ctx, 3*time.Minute, nil, func() (bool, error) {
-			_, err := e.c.kube.CoreV1().Namespaces().Get(ctx, components.NamespaceKcp, metav1.GetOptions{})
+			_, err := e.c.kube.CoreV1().Namespaces().Get(ctx, naming.NamespaceKcp, metav1.GetOptions{})
 			return apierrors.IsNotFound(err), nil
 		}); err != nil {
-			ns, _ := e.c.kube.CoreV1().Namespaces().Get(ctx, components.NamespaceKcp, metav1.GetOptions{})
-			t.Fatalf("namespace %s is still there after destroy (%v): %s", components.NamespaceKcp, err, compact(ns.Status))
+			ns, _ := e.c.kube.CoreV1().Namespaces().Get(ctx, naming.NamespaceKcp, metav1.GetOptions{})
+			t.Fatalf("namespace %s is still there after destroy (%v): %s", naming.NamespaceKcp, err, compact(ns.Status))
 		}
 		before := map[string]string{}
 		for k, uid := range dataHolders(t, ctx, e.c) {

@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -148,22 +148,22 @@ func startEnvoyGateway(t *testing.T, ctx context.Context, c *cluster, root, dir 
 	certgenKubeconfig := filepath.Join(dir, "certgen.kubeconfig")
 	certgenSA := envoyGatewayRelease + "-gateway-helm-certgen" // <release>-<chart>-certgen (certgen-rbac.yaml)
 	for _, sa := range []string{certgenSA, envoyGatewaySA} {
-		if _, err := c.kube.CoreV1().ServiceAccounts(components.NamespaceEnvoyGateway).Get(ctx, sa, metav1.GetOptions{}); err != nil {
-			t.Fatalf("the chart did not install ServiceAccount %s/%s: %v", components.NamespaceEnvoyGateway, sa, err)
+		if _, err := c.kube.CoreV1().ServiceAccounts(naming.NamespaceEnvoyGateway).Get(ctx, sa, metav1.GetOptions{}); err != nil {
+			t.Fatalf("the chart did not install ServiceAccount %s/%s: %v", naming.NamespaceEnvoyGateway, sa, err)
 		}
 	}
-	if err := writeImpersonatingKubeconfig(c, components.NamespaceEnvoyGateway, certgenSA, c.host, certgenKubeconfig); err != nil {
+	if err := writeImpersonatingKubeconfig(c, naming.NamespaceEnvoyGateway, certgenSA, c.host, certgenKubeconfig); err != nil {
 		t.Fatal(err)
 	}
 	certgen := exec.CommandContext(ctx, egBin, "certgen", "--disable-topology-injector")
 	certgen.Env = append(os.Environ(), "KUBECONFIG="+certgenKubeconfig,
-		"ENVOY_GATEWAY_NAMESPACE="+components.NamespaceEnvoyGateway, "KUBERNETES_CLUSTER_DOMAIN=cluster.local")
+		"ENVOY_GATEWAY_NAMESPACE="+naming.NamespaceEnvoyGateway, "KUBERNETES_CLUSTER_DOMAIN=cluster.local")
 	if out, err := certgen.CombinedOutput(); err != nil {
 		t.Fatalf("envoy-gateway certgen (as %s): %v\n%s", certgenSA, err, out)
 	}
-	secret, err := c.kube.CoreV1().Secrets(components.NamespaceEnvoyGateway).Get(ctx, envoyGatewayCertsSecret, metav1.GetOptions{})
+	secret, err := c.kube.CoreV1().Secrets(naming.NamespaceEnvoyGateway).Get(ctx, envoyGatewayCertsSecret, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("certgen did not write Secret %s/%s: %v", components.NamespaceEnvoyGateway, envoyGatewayCertsSecret, err)
+		t.Fatalf("certgen did not write Secret %s/%s: %v", naming.NamespaceEnvoyGateway, envoyGatewayCertsSecret, err)
 	}
 	certs := filepath.Join(dir, "certs")
 	if err := os.MkdirAll(certs, 0o700); err != nil {
@@ -171,7 +171,7 @@ func startEnvoyGateway(t *testing.T, ctx context.Context, c *cluster, root, dir 
 	}
 	for _, key := range []string{"ca.crt", "tls.crt", "tls.key"} {
 		if len(secret.Data[key]) == 0 {
-			t.Fatalf("Secret %s/%s has no %s", components.NamespaceEnvoyGateway, envoyGatewayCertsSecret, key)
+			t.Fatalf("Secret %s/%s has no %s", naming.NamespaceEnvoyGateway, envoyGatewayCertsSecret, key)
 		}
 		if err := os.WriteFile(filepath.Join(certs, key), secret.Data[key], 0o600); err != nil {
 			t.Fatal(err)
@@ -187,17 +187,17 @@ func startEnvoyGateway(t *testing.T, ctx context.Context, c *cluster, root, dir 
 	if err := os.WriteFile(filepath.Join(confDir, "envoy-gateway.yaml"), []byte(egConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeImpersonatingKubeconfig(c, components.NamespaceEnvoyGateway, envoyGatewaySA, c.host, filepath.Join(confDir, "kubeconfig")); err != nil {
+	if err := writeImpersonatingKubeconfig(c, naming.NamespaceEnvoyGateway, envoyGatewaySA, c.host, filepath.Join(confDir, "kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkImpersonation(ctx, filepath.Join(confDir, "kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	eg := &envoyGateway{user: serviceAccountUser(components.NamespaceEnvoyGateway, envoyGatewaySA), version: version, config: egConfig}
+	eg := &envoyGateway{user: serviceAccountUser(naming.NamespaceEnvoyGateway, envoyGatewaySA), version: version, config: egConfig}
 	eg.proc, eg.forwarded, err = launchInPrivateNamespaces(ctx, privateLaunch{
 		name: "envoy-gateway", bin: egBin, dir: dir, certs: certs, config: confDir,
 		apiServer: strings.TrimPrefix(c.host, "https://"),
-		env: []string{"KUBECONFIG=/config/kubeconfig", "ENVOY_GATEWAY_NAMESPACE=" + components.NamespaceEnvoyGateway,
+		env: []string{"KUBECONFIG=/config/kubeconfig", "ENVOY_GATEWAY_NAMESPACE=" + naming.NamespaceEnvoyGateway,
 			"KUBERNETES_CLUSTER_DOMAIN=cluster.local"},
 		args: []string{"server", "--config-path=/config/envoy-gateway.yaml"},
 	})
@@ -315,7 +315,7 @@ func renderEnvoyGatewayChart(ctx context.Context, helm, src, version, dir string
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, helm, "template", envoyGatewayRelease, chart,
-		"--namespace", components.NamespaceEnvoyGateway, "--include-crds", "--set", "topologyInjector.enabled=false")
+		"--namespace", naming.NamespaceEnvoyGateway, "--include-crds", "--set", "topologyInjector.enabled=false")
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(dir, "helm", "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(dir, "helm", "data"))
 	var stderr bytes.Buffer
@@ -374,7 +374,7 @@ func installEnvoyGatewayChart(ctx context.Context, c *cluster, docs []*unstructu
 		}
 		ns := doc.GetNamespace()
 		if mapping.Scope.Name() == "namespace" && ns == "" {
-			ns = components.NamespaceEnvoyGateway
+			ns = naming.NamespaceEnvoyGateway
 		}
 		if _, err := c.dyn.Resource(mapping.Resource).Namespace(ns).Apply(ctx, doc.GetName(), doc,
 			metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
@@ -468,15 +468,15 @@ func condMaps(obj map[string]any, path ...string) []map[string]any {
 // every TLSRoute Accepted with its backend resolved, both traffic policies Accepted.
 func edgeConditions(routes []string) []edgeCondition {
 	out := []edgeCondition{
-		{"GatewayClass", gwClassGVR, "", components.EdgeGatewayName, ownConditions, []string{"Accepted"}},
-		{"Gateway", gatewayGVR, components.NamespaceKcp, components.EdgeGatewayName, ownConditions, []string{"Accepted", "Programmed"}},
+		{"GatewayClass", gwClassGVR, "", naming.EdgeGatewayName, ownConditions, []string{"Accepted"}},
+		{"Gateway", gatewayGVR, naming.NamespaceKcp, naming.EdgeGatewayName, ownConditions, []string{"Accepted", "Programmed"}},
 	}
 	for _, r := range routes {
-		out = append(out, edgeCondition{"TLSRoute", tlsRouteGVR, components.NamespaceKcp, r, parentConditions("parents"), []string{"Accepted", "ResolvedRefs"}})
+		out = append(out, edgeCondition{"TLSRoute", tlsRouteGVR, naming.NamespaceKcp, r, parentConditions("parents"), []string{"Accepted", "ResolvedRefs"}})
 	}
 	out = append(out,
-		edgeCondition{"ClientTrafficPolicy", clientPolicyGVR, components.NamespaceKcp, components.EdgeGatewayName, parentConditions("ancestors"), []string{"Accepted"}},
-		edgeCondition{"BackendTrafficPolicy", backendPolicyGVR, components.NamespaceKcp, components.EdgeGatewayName, parentConditions("ancestors"), []string{"Accepted"}},
+		edgeCondition{"ClientTrafficPolicy", clientPolicyGVR, naming.NamespaceKcp, naming.EdgeGatewayName, parentConditions("ancestors"), []string{"Accepted"}},
+		edgeCondition{"BackendTrafficPolicy", backendPolicyGVR, naming.NamespaceKcp, naming.EdgeGatewayName, parentConditions("ancestors"), []string{"Accepted"}},
 	)
 	return out
 }
@@ -564,7 +564,7 @@ func checkEdgeProgrammed(t *testing.T, ctx context.Context, e *env) {
 	if err != nil {
 		t.Fatalf("Envoy Gateway did not accept and program the kind edge (%v):%s", err, indent(unmet))
 	}
-	gw, err := e.c.dyn.Resource(gatewayGVR).Namespace(components.NamespaceKcp).Get(ctx, components.EdgeGatewayName, metav1.GetOptions{})
+	gw, err := e.c.dyn.Resource(gatewayGVR).Namespace(naming.NamespaceKcp).Get(ctx, naming.EdgeGatewayName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,12 +580,12 @@ func checkEdgeProgrammed(t *testing.T, ctx context.Context, e *env) {
 	// kwok runs as a simulated pod.
 	var own []string
 	for _, gvr := range []schema.GroupVersionResource{deploymentGVR, serviceGVR} {
-		list, err := e.c.dyn.Resource(gvr).Namespace(components.NamespaceEnvoyGateway).List(ctx, metav1.ListOptions{LabelSelector: envoyProxySelector})
+		list, err := e.c.dyn.Resource(gvr).Namespace(naming.NamespaceEnvoyGateway).List(ctx, metav1.ListOptions{LabelSelector: envoyProxySelector})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(list.Items) == 0 {
-			t.Errorf("Envoy Gateway wrote no %s for the Gateway in %s", gvr.Resource, components.NamespaceEnvoyGateway)
+			t.Errorf("Envoy Gateway wrote no %s for the Gateway in %s", gvr.Resource, naming.NamespaceEnvoyGateway)
 		}
 		for _, o := range list.Items {
 			var managers []string
@@ -598,17 +598,17 @@ func checkEdgeProgrammed(t *testing.T, ctx context.Context, e *env) {
 			own = append(own, fmt.Sprintf("%s %s/%s (field managers %v)", gvr.Resource, o.GetNamespace(), o.GetName(), managers))
 		}
 	}
-	class, err := e.c.dyn.Resource(gwClassGVR).Get(ctx, components.EdgeGatewayName, metav1.GetOptions{})
+	class, err := e.c.dyn.Resource(gwClassGVR).Get(ctx, naming.EdgeGatewayName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("Envoy Gateway's own objects for the Gateway:%s\nfinalizers on GatewayClass %s: %v",
-		indent(own), components.EdgeGatewayName, class.GetFinalizers())
+		indent(own), naming.EdgeGatewayName, class.GetFinalizers())
 }
 
 // envoyProxySelector selects the objects Envoy Gateway runs for the kind Gateway.
-const envoyProxySelector = "gateway.envoyproxy.io/owning-gateway-name=" + components.EdgeGatewayName +
-	",gateway.envoyproxy.io/owning-gateway-namespace=" + components.NamespaceKcp
+const envoyProxySelector = "gateway.envoyproxy.io/owning-gateway-name=" + naming.EdgeGatewayName +
+	",gateway.envoyproxy.io/owning-gateway-namespace=" + naming.NamespaceKcp
 
 // checkEnvoyProxyRemoved checks, after destroy, that Envoy Gateway removed the Envoy
 // proxy it ran for the Gateway: it saw the Gateway go, so it ran through destroy.
@@ -618,7 +618,7 @@ func checkEnvoyProxyRemoved(t *testing.T, ctx context.Context, e *env) {
 	err := testenv.WaitFor(ctx, 90*time.Second, e.eg.proc, func() (bool, error) {
 		left = nil
 		for _, gvr := range []schema.GroupVersionResource{deploymentGVR, serviceGVR} {
-			list, err := e.c.dyn.Resource(gvr).Namespace(components.NamespaceEnvoyGateway).List(ctx, metav1.ListOptions{LabelSelector: envoyProxySelector})
+			list, err := e.c.dyn.Resource(gvr).Namespace(naming.NamespaceEnvoyGateway).List(ctx, metav1.ListOptions{LabelSelector: envoyProxySelector})
 			if err != nil {
 				return false, err
 			}
@@ -653,7 +653,7 @@ func checkImpersonation(ctx context.Context, kubeconfig string) error {
 	}{{"update", "status", true}, {"update", "", false}, {"delete", "", false}} {
 		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: components.NamespaceKcp, Verb: c.verb, Group: gatewayGVR.Group, Resource: gatewayGVR.Resource, Subresource: c.subresource,
+				Namespace: naming.NamespaceKcp, Verb: c.verb, Group: gatewayGVR.Group, Resource: gatewayGVR.Resource, Subresource: c.subresource,
 			}},
 		}, metav1.CreateOptions{})
 		if err != nil {

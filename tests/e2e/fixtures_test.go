@@ -23,6 +23,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -73,7 +74,7 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	}, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 		t.Fatalf("creating StorageClass standard: %v", err)
 	}
-	for _, ns := range []string{components.NamespaceEnvoyGateway, certManagerNamespace} {
+	for _, ns := range []string{naming.NamespaceEnvoyGateway, certManagerNamespace} {
 		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 			metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 			t.Fatalf("creating namespace %s: %v", ns, err)
@@ -81,11 +82,11 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	}
 
 	// kubeadm's CoreDNS, written with kubeadm's field manager like on a kind node.
-	if _, err := kube.CoreV1().ServiceAccounts(components.CoreDNSNamespace).Create(ctx,
+	if _, err := kube.CoreV1().ServiceAccounts(naming.NamespaceKubeSystem).Create(ctx,
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
 		t.Fatalf("creating the coredns ServiceAccount: %v", err)
 	}
-	if _, err := kube.CoreV1().ConfigMaps(components.CoreDNSNamespace).Create(ctx, &corev1.ConfigMap{
+	if _, err := kube.CoreV1().ConfigMaps(naming.NamespaceKubeSystem).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: components.CoreDNSConfigMap},
 		Data:       map[string]string{"Corefile": mockstack.KindCorefile},
 	}, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
@@ -95,7 +96,7 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	if err := yaml.Unmarshal([]byte(testenv.KubeadmCoreDNSDeployment), &deploy); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kube.AppsV1().Deployments(components.CoreDNSNamespace).Create(ctx, &deploy, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
+	if _, err := kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Create(ctx, &deploy, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
 		t.Fatalf("creating the coredns Deployment: %v", err)
 	}
 
@@ -145,7 +146,7 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 		if err := c.running(); err != nil {
 			return false, err
 		}
-		d, err := kube.AppsV1().Deployments(components.CoreDNSNamespace).Get(ctx, components.CoreDNSDeployment, metav1.GetOptions{})
+		d, err := kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Get(ctx, components.CoreDNSDeployment, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

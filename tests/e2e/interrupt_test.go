@@ -10,8 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/railgrid/railgrid-kcp/components"
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // interruptedUp: an up interrupted with Ctrl-C once the root shard has been created
@@ -31,7 +30,7 @@ func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources
 			t.Fatal(err)
 		}
 	}
-	rootURN, shardURN := p.urnOf("RootShard", config.RootShardName), p.urnOf("Shard", "alpha")
+	rootURN, shardURN := p.urnOf("RootShard", naming.RootShardName), p.urnOf("Shard", "alpha")
 
 	uctx, cancel := context.WithTimeout(ctx, upTimeout)
 	defer cancel()
@@ -65,7 +64,7 @@ func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources
 				// reached the API server and the engine waits for Available.
 				exists := false
 				for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && uctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
-					if _, err := e.c.dyn.Resource(rootShardGVR).Namespace(components.NamespaceKcp).Get(uctx, config.RootShardName, metav1.GetOptions{}); err == nil {
+					if _, err := e.c.dyn.Resource(rootShardGVR).Namespace(naming.NamespaceKcp).Get(uctx, naming.RootShardName, metav1.GetOptions{}); err == nil {
 						exists = true
 						break
 					}
@@ -98,7 +97,7 @@ func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources
 			inState, initErrors = true, r.InitErrors
 		}
 	}
-	_, getErr := e.c.dyn.Resource(rootShardGVR).Namespace(components.NamespaceKcp).Get(ctx, config.RootShardName, metav1.GetOptions{})
+	_, getErr := e.c.dyn.Resource(rootShardGVR).Namespace(naming.NamespaceKcp).Get(ctx, naming.RootShardName, metav1.GetOptions{})
 	t.Logf("after the interrupt: %d resources in the state (the RootShard: %v, init errors %q), the RootShard in the cluster: %v, pending operations: %v",
 		len(d.Resources), inState, initErrors, getErr == nil, d.pending())
 	if getErr == nil && !inState && len(d.pending()) == 0 {
@@ -119,7 +118,7 @@ func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources
 	}
 	checkExactlyOnce(t, ctx, e, d)
 	checkOrder(t, p, log2)
-	cred, err := readCredential(ctx, e.c, components.KubeconfigName)
+	cred, err := readCredential(ctx, e.c, naming.KubeconfigName)
 	if err != nil {
 		t.Fatalf("the operator's kubeconfig Secret: %v", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // The kcp-operator writes each kcp server's command line into a Deployment: `/kcp start`
@@ -342,7 +343,7 @@ func checkGKEPlanKcpArgs(t *testing.T, ctx context.Context, c *cluster, bins bin
 		"operator.kcp.io/v1alpha1 Shard": true, "operator.kcp.io/v1alpha1 FrontProxy": true}
 	for _, o := range plan.KubernetesObjects(rec) {
 		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(o.Manifest)}
-		if o.Patch || !kinds[u.GetAPIVersion()+" "+u.GetKind()] || u.GetNamespace() != components.NamespaceKcp {
+		if o.Patch || !kinds[u.GetAPIVersion()+" "+u.GetKind()] || u.GetNamespace() != naming.NamespaceKcp {
 			continue
 		}
 		u.SetNamespace(gkePlanNamespace)

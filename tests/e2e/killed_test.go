@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -94,10 +94,10 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	}
 	routes := []string{p.urnOf("TLSRoute", "kcp-root"), p.urnOf("TLSRoute", "kcp-alpha"), p.urnOf("TLSRoute", "kcp-frontproxy")}
 	etcds := []string{p.urnOf("StatefulSet", "etcd-root"), p.urnOf("StatefulSet", "etcd-alpha")}
-	kubeconfig := p.urnOf("Kubeconfig", components.KubeconfigName)
+	kubeconfig := p.urnOf("Kubeconfig", naming.KubeconfigName)
 	// The operator's Certificate for the Kubeconfig (kcp-operator sdk/apis/operator/
 	// v1alpha1 kubeconfig_types.go: "kubeconfig-cert-%s").
-	kubeconfigCert := "kubeconfig-cert-" + components.KubeconfigName
+	kubeconfigCert := "kubeconfig-cert-" + naming.KubeconfigName
 	release := p.releaseURN()
 	for _, u := range append(append(append([]string{}, routes...), etcds...), kubeconfig, release) {
 		if u == "" {
@@ -150,7 +150,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		arm: func(st map[string]*step) bool {
 			return (finished(st, release) || before[release]) && started(st, etcds[0]) && started(st, etcds[1])
 		},
-		inCluster: exists(statefulSetGVR, components.NamespaceEtcd, "etcd-root", "etcd-alpha"),
+		inCluster: exists(statefulSetGVR, naming.NamespaceEtcd, "etcd-root", "etcd-alpha"),
 		// The provider then awaits the rollout, which the held claims keep from ending.
 		settle: 5 * time.Second,
 		landed: func(t *testing.T, st map[string]*step) {
@@ -168,7 +168,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		// kill.
 		name:      "2-while-the-edge-routes-are-created",
 		arm:       func(st map[string]*step) bool { return started(st, routes[0]) },
-		inCluster: exists(tlsRouteGVR, components.NamespaceKcp, "kcp-root"),
+		inCluster: exists(tlsRouteGVR, naming.NamespaceKcp, "kcp-root"),
 		landed: func(t *testing.T, st map[string]*step) {
 			for _, u := range etcds {
 				if !finished(st, u) && !before[u] {
@@ -185,7 +185,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	}, {
 		name:      "3-while-the-kubeconfig-is-awaited",
 		arm:       func(st map[string]*step) bool { return started(st, kubeconfig) },
-		inCluster: exists(kubeconfigGVR, components.NamespaceKcp, components.KubeconfigName),
+		inCluster: exists(kubeconfigGVR, naming.NamespaceKcp, naming.KubeconfigName),
 		landed: func(t *testing.T, st map[string]*step) {
 			if finished(st, kubeconfig) {
 				t.Errorf("kill 3: the Kubeconfig's create had finished")
@@ -333,7 +333,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			t.Errorf("pending operations left in the state:%s", indent(pending))
 		}
 		checkExactlyOnce(t, ctx, e, d)
-		cred, err := readCredential(ctx, e.c, components.KubeconfigName)
+		cred, err := readCredential(ctx, e.c, naming.KubeconfigName)
 		if err != nil {
 			t.Fatalf("the operator's kubeconfig Secret: %v", err)
 		}
@@ -341,7 +341,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		// cert-manager ran without its own approver: the hub credential was issued on
 		// the test's approval, given once kill 3 had landed.
 		approved := e.approver.approvedRequests()
-		if !slices.ContainsFunc(approved, func(r string) bool { return strings.HasPrefix(r, components.NamespaceKcp+"/"+kubeconfigCert+"-") }) {
+		if !slices.ContainsFunc(approved, func(r string) bool { return strings.HasPrefix(r, naming.NamespaceKcp+"/"+kubeconfigCert+"-") }) {
 			t.Errorf("no request of %s was approved by the test's approver; it approved %v", kubeconfigCert, approved)
 		}
 		t.Logf("the test's approver approved %d certificate requests", len(approved))
@@ -376,7 +376,7 @@ func helmReleasePending(t *testing.T, ctx context.Context, e *env) []string {
 }
 
 func pendingHelmRecords(ctx context.Context, e *env) ([]string, error) {
-	list, err := e.c.kube.CoreV1().Secrets(components.NamespaceOperator).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + components.OperatorReleaseName})
+	list, err := e.c.kube.CoreV1().Secrets(naming.NamespaceOperator).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + naming.OperatorReleaseName})
 	if err != nil {
 		return nil, err
 	}

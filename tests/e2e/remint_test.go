@@ -11,7 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // remint raises hub.remintGeneration to gen and checks, against the real operator and
@@ -41,7 +41,7 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 
 	// What the engine did.
 	p2 := s.render()
-	kcURN, hubURN := p2.urnOf("Kubeconfig", components.KubeconfigObjectName(gen)), p2.urnOf("Secret", p2.cfg.Hub.SecretName)
+	kcURN, hubURN := p2.urnOf("Kubeconfig", naming.KubeconfigObjectName(gen)), p2.urnOf("Secret", p2.cfg.Hub.SecretName)
 	ops := log.opsByURN()
 	if got := ops[kcURN]; !slices.Contains(got, "create-replacement") || !slices.Contains(got, "delete-replaced") {
 		t.Errorf("the re-mint did %v on the Kubeconfig, want it replaced (create-replacement, delete-replaced)", got)
@@ -56,7 +56,7 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 	}
 
 	// What the hub got.
-	cred, err := readCredential(ctx, e.c, components.KubeconfigObjectName(gen))
+	cred, err := readCredential(ctx, e.c, naming.KubeconfigObjectName(gen))
 	if err != nil {
 		t.Fatalf("the operator's kubeconfig Secret of generation %d: %v", gen, err)
 	}
@@ -92,8 +92,8 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 	// The previous generation's Kubeconfig object is gone; its Certificate and Secrets
 	// stay in kcp-system (the operator neither owns nor deletes them), which
 	// docs/operations.md says: the old certificate stays valid until it expires.
-	prev := components.KubeconfigObjectName(gen - 1)
-	if _, err := e.c.dyn.Resource(kubeconfigGVR).Namespace(components.NamespaceKcp).Get(ctx, prev, metav1.GetOptions{}); err == nil {
+	prev := naming.KubeconfigObjectName(gen - 1)
+	if _, err := e.c.dyn.Resource(kubeconfigGVR).Namespace(naming.NamespaceKcp).Get(ctx, prev, metav1.GetOptions{}); err == nil {
 		t.Errorf("the previous generation's Kubeconfig %s is still there", prev)
 	}
 	left, err := certificateSecrets(ctx, e.c)
@@ -103,7 +103,7 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 	if !slices.ContainsFunc(left, func(l string) bool { return strings.Contains(l, "kubeconfig-cert-"+prev+",") }) {
 		t.Errorf("the previous generation's Certificate kubeconfig-cert-%s is gone, but docs/operations.md says it stays: %v", prev, left)
 	}
-	t.Logf("left in %s after re-mint %d:%s", components.NamespaceKcp, gen, indent(left))
+	t.Logf("left in %s after re-mint %d:%s", naming.NamespaceKcp, gen, indent(left))
 
 	checkSameObjects(t, holders, dataHolders(t, ctx, e.c))
 	checkNoPlaintext(t, ctx, e, *creds)
@@ -118,7 +118,7 @@ func checkLiftedFinalizers(t *testing.T, p rendered, lifted []liftRecord) {
 	t.Helper()
 	var want, got []string
 	for _, sh := range p.cfg.Kcp.Shards {
-		want = append(want, components.NamespaceKcp+"/"+sh.Name)
+		want = append(want, naming.NamespaceKcp+"/"+sh.Name)
 	}
 	for _, l := range lifted {
 		got = append(got, l.Shard)

@@ -25,8 +25,10 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/config/stackconfig"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -36,7 +38,7 @@ const stackName = "e2e"
 
 // program is the inline program: exactly what main.go runs.
 func program(ctx *pulumi.Context) error {
-	cfg, err := config.Load(ctx)
+	cfg, err := stackconfig.Load(ctx)
 	if err != nil {
 		return err
 	}
@@ -285,7 +287,7 @@ func (r rendered) urnOf(kind, name string) string {
 // releaseURN is the URN of the kcp-operator Helm release.
 func (r rendered) releaseURN() string {
 	for _, res := range r.rec.ByType("kubernetes:helm.sh/v3:Release") {
-		if v, ok := res.Inputs["name"]; ok && v.IsString() && v.StringValue() == components.OperatorReleaseName {
+		if v, ok := res.Inputs["name"]; ok && v.IsString() && v.StringValue() == naming.OperatorReleaseName {
 			return res.URN
 		}
 	}

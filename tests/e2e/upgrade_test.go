@@ -12,8 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/railgrid/railgrid-kcp/components"
-	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // upgradeOrder watches a kcp version bump from both sides. From the cluster's: when root-kcp
@@ -34,7 +33,7 @@ type upgradeOrder struct {
 // program's.
 func rootShardRollout(ctx context.Context, c *cluster, image string) string {
 	var pending []string
-	for _, name := range []string{components.RootShardDeployment(config.RootShardName), config.RootShardName + "-proxy"} {
+	for _, name := range []string{naming.RootShardDeployment(naming.RootShardName), naming.RootShardName + "-proxy"} {
 		if p := deploymentRollout(ctx, c, name, image); p != "" {
 			pending = append(pending, p)
 		}
@@ -44,7 +43,7 @@ func rootShardRollout(ctx context.Context, c *cluster, image string) string {
 
 // deploymentRollout says how far one kcp Deployment is from having rolled out image.
 func deploymentRollout(ctx context.Context, c *cluster, name, image string) string {
-	d, err := c.kube.AppsV1().Deployments(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
+	d, err := c.kube.AppsV1().Deployments(naming.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err != nil:
 		return fmt.Sprintf("%s: %v", name, err)
@@ -61,14 +60,14 @@ func watchUpgradeOrder(ctx context.Context, c *cluster, version string) (*upgrad
 	o := &upgradeOrder{engine: map[string]string{}}
 	want := "ghcr.io/kcp-dev/kcp:" + version
 	carries := func(ctx context.Context, gvr schema.GroupVersionResource, name string) bool {
-		obj, err := c.dyn.Resource(gvr).Namespace(components.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
+		obj, err := c.dyn.Resource(gvr).Namespace(naming.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && imageOf(obj.Object, "spec", "image") == want
 	}
 	stopPolling := poll(ctx, 100*time.Millisecond, func(ctx context.Context) {
 		now := time.Now()
 		// The Shard and the FrontProxy are read before the root shard: once they carry the
 		// new image, a root shard that had rolled out before is seen so in the same round.
-		shard, proxy := carries(ctx, shardGVR, "alpha"), carries(ctx, frontProxyGVR, components.FrontProxyName)
+		shard, proxy := carries(ctx, shardGVR, "alpha"), carries(ctx, frontProxyGVR, naming.FrontProxyName)
 		rootReady := rootShardRollout(ctx, c, want) == ""
 		o.mu.Lock()
 		for _, x := range []struct {
@@ -90,9 +89,9 @@ func watchUpgradeOrder(ctx context.Context, c *cluster, version string) (*upgrad
 func (o *upgradeOrder) onEngineEvent(ctx context.Context, c *cluster, p rendered, version string) func(apitype.EngineEvent) {
 	want := "ghcr.io/kcp-dev/kcp:" + version
 	labels := map[string]string{
-		p.urnOf("RootShard", config.RootShardName):       "RootShard",
-		p.urnOf("Shard", "alpha"):                        "Shard",
-		p.urnOf("FrontProxy", components.FrontProxyName): "FrontProxy",
+		p.urnOf("RootShard", naming.RootShardName):   "RootShard",
+		p.urnOf("Shard", "alpha"):                    "Shard",
+		p.urnOf("FrontProxy", naming.FrontProxyName): "FrontProxy",
 	}
 	return func(e apitype.EngineEvent) {
 		var what string
@@ -134,7 +133,7 @@ func (o *upgradeOrder) check(t *testing.T) {
 	for _, x := range []struct {
 		what string
 		at   time.Time
-	}{{"Shard alpha", o.shard}, {"FrontProxy " + components.FrontProxyName, o.proxy}} {
+	}{{"Shard alpha", o.shard}, {"FrontProxy " + naming.FrontProxyName, o.proxy}} {
 		switch {
 		case x.at.IsZero():
 			t.Errorf("%s never got the new version", x.what)

@@ -22,10 +22,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -126,11 +126,11 @@ func renderJobs(t *testing.T, root, shard string) jobPods {
 	require.NoError(t, err)
 	jp := jobPods{
 		pods:     map[string]podSpec{},
-		etcdHost: fmt.Sprintf("%s.%s.svc.%s", components.EtcdName(shard), components.NamespaceEtcd, components.ClusterDomain),
+		etcdHost: fmt.Sprintf("%s.%s.svc.%s", naming.EtcdName(shard), naming.NamespaceEtcd, naming.ClusterDomain),
 		etcdImg:  config.EtcdImageRepository + ":" + cfg.Versions.Etcd,
 		gcloud:   config.GcloudImageRepository + ":" + cfg.GKE.Snapshots.GcloudImage,
 	}
-	names := map[string]string{"snapshot": components.EtcdName(shard) + "-snapshot", "drill": components.EtcdName(shard) + "-restore-drill"}
+	names := map[string]string{"snapshot": naming.EtcdName(shard) + "-snapshot", "drill": naming.EtcdName(shard) + "-restore-drill"}
 	for _, o := range plan.KubernetesObjects(rec) {
 		if o.Manifest["kind"] != "CronJob" {
 			continue

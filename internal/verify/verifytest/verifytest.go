@@ -39,6 +39,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // StackYAML is a kind stack with a root shard and one shard "alpha", two replicas each
@@ -107,31 +108,31 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 	addDeployment := func(ns, name string, replicas int32) {
 		objs = append(objs, Deployment(ns, name, replicas))
 	}
-	addDeployment(components.NamespaceOperator, verify.OperatorDeployment, 1)
+	addDeployment(naming.NamespaceOperator, naming.OperatorDeployment, 1)
 	for _, s := range cfg.Kcp.AllShards() {
-		objs = append(objs, StatefulSet(components.NamespaceEtcd, components.EtcdName(s.Name), int32(cfg.Etcd.Members)))
+		objs = append(objs, StatefulSet(naming.NamespaceEtcd, naming.EtcdName(s.Name), int32(cfg.Etcd.Members)))
 		objs = append(objs, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Namespace: components.NamespaceKcp, Name: components.OwnedServiceName(s.Name)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: naming.NamespaceKcp, Name: naming.OwnedServiceName(s.Name)},
 			Spec:       corev1.ServiceSpec{ClusterIP: s.ClusterIP},
 		})
 	}
-	addDeployment(components.NamespaceKcp, components.RootShardDeployment(config.RootShardName), int32(cfg.Kcp.RootShard.Replicas))
-	addDeployment(components.NamespaceKcp, verify.RootShardProxyDeployment(config.RootShardName), int32(cfg.Kcp.RootShard.Replicas))
+	addDeployment(naming.NamespaceKcp, naming.RootShardDeployment(naming.RootShardName), int32(cfg.Kcp.RootShard.Replicas))
+	addDeployment(naming.NamespaceKcp, naming.RootShardProxyDeployment(naming.RootShardName), int32(cfg.Kcp.RootShard.Replicas))
 	for _, s := range cfg.Kcp.Shards {
-		addDeployment(components.NamespaceKcp, components.ShardDeployment(s.Name), int32(s.Replicas))
+		addDeployment(naming.NamespaceKcp, naming.ShardDeployment(s.Name), int32(s.Replicas))
 	}
-	addDeployment(components.NamespaceKcp, components.FrontProxyDeployment(components.FrontProxyName), int32(cfg.Kcp.FrontProxy.Replicas))
+	addDeployment(naming.NamespaceKcp, naming.FrontProxyDeployment(naming.FrontProxyName), int32(cfg.Kcp.FrontProxy.Replicas))
 
 	cert, key := pki.ClientCert(t, components.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
 	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost(), pki.CAPEM, cert, key)))
 
-	crs := []runtime.Object{KcpObject("RootShard", config.RootShardName, "True", "ReplicasUp", "")}
+	crs := []runtime.Object{KcpObject("RootShard", naming.RootShardName, "True", "ReplicasUp", "")}
 	for _, s := range cfg.Kcp.Shards {
 		crs = append(crs, KcpObject("Shard", s.Name, "True", "ReplicasUp", ""))
 	}
 	crs = append(crs,
-		KcpObject("FrontProxy", components.FrontProxyName, "True", "ReplicasUp", ""),
-		KcpObject("Kubeconfig", components.KubeconfigName, "True", "SecretsReady", ""),
+		KcpObject("FrontProxy", naming.FrontProxyName, "True", "ReplicasUp", ""),
+		KcpObject("Kubeconfig", naming.KubeconfigName, "True", "SecretsReady", ""),
 	)
 	return &Cluster{
 		Kube: kubefake.NewClientset(objs...),
@@ -173,7 +174,7 @@ func KcpObject(kind, name, status, reason, message string) *unstructured.Unstruc
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "operator.kcp.io/v1alpha1",
 		"kind":       kind,
-		"metadata":   map[string]any{"name": name, "namespace": components.NamespaceKcp, "generation": int64(1)},
+		"metadata":   map[string]any{"name": name, "namespace": naming.NamespaceKcp, "generation": int64(1)},
 		"status":     map[string]any{"phase": "Running"},
 	}}
 	if status != "" {

@@ -1,4 +1,4 @@
-package config
+package stackconfig
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/railgrid/railgrid-kcp/config"
 )
 
 type noResources struct{}
@@ -22,25 +24,25 @@ func (noResources) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) 
 
 // loadWithEnv runs Load in a program that receives config as a local program does: the
 // SDK reads PULUMI_CONFIG into the context, and Load reads the key set from it.
-func loadWithEnv(t *testing.T, values map[string]string) (*Config, error) {
+func loadWithEnv(t *testing.T, values map[string]string) (*config.Config, error) {
 	t.Helper()
 	encoded, err := json.Marshal(values)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(pulumi.EnvConfig, string(encoded))
-	var cfg *Config
+	var cfg *config.Config
 	var loadErr error
 	_ = pulumi.RunErr(func(ctx *pulumi.Context) error {
 		cfg, loadErr = Load(ctx)
 		return nil
-	}, pulumi.WithMocks(Project, "kind", noResources{}))
+	}, pulumi.WithMocks(config.Project, "kind", noResources{}))
 	return cfg, loadErr
 }
 
 func shippedValues(t *testing.T) map[string]string {
 	t.Helper()
-	values, err := ReadStackFile(filepath.Join("..", "Pulumi.kind.yaml"))
+	values, err := config.ReadStackFile(filepath.Join("..", "..", "Pulumi.kind.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,15 +55,15 @@ func TestLoadReadsTheKeySetFromPulumiConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the shipped kind stack: %v", err)
 	}
-	if cfg.Platform != PlatformKind || cfg.Kcp.Shards[0].Name != "alpha" {
+	if cfg.Platform != config.PlatformKind || cfg.Kcp.Shards[0].Name != "alpha" {
 		t.Fatalf("loaded %+v", cfg)
 	}
 
-	values[Project+":etdc"] = `{"members":3}`
+	values[config.Project+":etdc"] = `{"members":3}`
 	values["kubernetes:context"] = "kind-railgrid-kcp" // another package's key is not ours to refuse
 	_, err = loadWithEnv(t, values)
-	invalid, ok := err.(Errors)
-	if !ok || len(invalid) != 1 || invalid[0].Key != "etdc" || invalid[0].RuleID != ruleUnknownKey.ID {
+	invalid, ok := err.(config.Errors)
+	if !ok || len(invalid) != 1 || invalid[0].Key != "etdc" || invalid[0].RuleID != "unknown-key" {
 		t.Fatalf("want only etdc refused as unknown, got %v", err)
 	}
 }
@@ -72,10 +74,10 @@ func TestLoadRefusesAKeySetThatDisagreesWithTheContext(t *testing.T) {
 	t.Setenv(pulumi.EnvConfig, string(encoded))
 	var loadErr error
 	_ = pulumi.RunErr(func(ctx *pulumi.Context) error {
-		delete(values, Project+":oidc")
+		delete(values, config.Project+":oidc")
 		_, loadErr = LoadFrom(ctx, values)
 		return nil
-	}, pulumi.WithMocks(Project, "kind", noResources{}))
+	}, pulumi.WithMocks(config.Project, "kind", noResources{}))
 	if loadErr == nil {
 		t.Fatal("a key set without oidc, which the context has, was accepted")
 	}
@@ -87,12 +89,12 @@ func TestLoadWithoutPulumiConfigReadsTheKnownKeys(t *testing.T) {
 	values := shippedValues(t)
 	t.Setenv(pulumi.EnvConfig, "")
 	os.Unsetenv(pulumi.EnvConfig)
-	var cfg *Config
+	var cfg *config.Config
 	var loadErr error
 	_ = pulumi.RunErr(func(ctx *pulumi.Context) error {
 		cfg, loadErr = Load(ctx)
 		return nil
-	}, pulumi.WithMocks(Project, "kind", noResources{}), func(info *pulumi.RunInfo) { info.Config = values })
+	}, pulumi.WithMocks(config.Project, "kind", noResources{}), func(info *pulumi.RunInfo) { info.Config = values })
 	if loadErr != nil || cfg.Etcd.Members != 1 {
 		t.Fatalf("got %+v, %v", cfg, loadErr)
 	}

@@ -1,0 +1,156 @@
+// Package naming is the one place for the names this program derives: the Namespaces,
+// Services, Deployments, StatefulSets, claims, Secrets, ConfigMaps, routes and kcp
+// objects it declares or that the kcp-operator and Helm create from what it declares,
+// and the in-cluster DNS names of those Services. The config checks them for collisions
+// before anything is declared, the components declare the objects with them, and
+// cmd/verify looks the objects up by them; a naming rule changes here, once.
+//
+// It sits at the bottom of the tree: it imports nothing of this repository and no
+// Pulumi SDK, so every package may import it and cmd/verify does not link Pulumi for a
+// few strings.
+//
+// The operator's own naming rules are mirrored here (kcp-operator
+// internal/resources/resources.go: GetRootShardDeploymentName "<name>-kcp",
+// GetRootShardProxyDeploymentName "<name>-proxy", GetShardDeploymentName
+// "<name>-shard-kcp", and the FrontProxy's "<name>-front-proxy"), so that owned
+// Services, waits and checks select exactly what the operator creates.
+package naming
+
+import "fmt"
+
+// Namespaces.
+const (
+	// Namespaces the program declares.
+	NamespaceEtcd     = "etcd"
+	NamespaceOperator = "kcp-operator"
+	NamespaceKcp      = "kcp-system"
+
+	// Namespaces of the add-ons the kind stack installs (Helm creates them).
+	NamespaceCertManager  = "cert-manager"
+	NamespaceEnvoyGateway = "envoy-gateway-system"
+
+	// NamespaceKubeSystem is the cluster's own namespace, where kind's CoreDNS runs and
+	// the kind split horizon keeps its ConfigMaps.
+	NamespaceKubeSystem = "kube-system"
+)
+
+// Objects with fixed names.
+const (
+	// RootShardName is the name of the RootShard object (the design document's "root").
+	RootShardName = "root"
+	// FrontProxyName is the name of the FrontProxy object.
+	FrontProxyName = "frontproxy"
+
+	// OperatorReleaseName is the kcp-operator Helm release.
+	OperatorReleaseName = "kcp-operator"
+	// OperatorDeployment is the operator's Deployment: the chart names it after the release.
+	OperatorDeployment = OperatorReleaseName
+	// SelfSignedIssuer is the cert-manager Issuer the operator builds kcp's CAs from.
+	SelfSignedIssuer = "selfsigned"
+
+	// KubeconfigName is the Kubeconfig object (and its Secret) of re-mint generation 0;
+	// later generations use KubeconfigObjectName.
+	KubeconfigName = "kcp-kubeconfig-frontproxy"
+
+	// EdgeGatewayName names the edge's Gateway, and on kind its GatewayClass, EnvoyProxy
+	// and traffic policies.
+	EdgeGatewayName = "kcp-edge"
+	// EdgeCertificateSecret is the Secret cert-manager issues the GKE listener
+	// certificate into, when the config names a ClusterIssuer.
+	EdgeCertificateSecret = "kcp-edge-tls"
+
+	// SplitHorizonHostsConfigMap holds the kind split horizon's answers.
+	SplitHorizonHostsConfigMap = "railgrid-kcp-hosts"
+	// SplitHorizonCorefileConfigMap is the Corefile kind's CoreDNS reads: kubeadm's plus
+	// the hosts stanza.
+	SplitHorizonCorefileConfigMap = "railgrid-kcp-corefile"
+
+	// The Kubernetes ServiceAccounts of the GKE snapshot and restore-drill jobs, and the
+	// NetworkPolicy that shuts their pods off (namespace etcd).
+	SnapshotServiceAccount = "etcd-snapshots"
+	DrillServiceAccount    = "etcd-restore-drill"
+	EtcdJobsNetworkPolicy  = "etcd-jobs"
+)
+
+// In-cluster addresses.
+const (
+	// ClusterDomain is the cluster's DNS domain (kcp-operator's default).
+	ClusterDomain = "cluster.local"
+	// KcpPort is the port every kcp server (shards and front proxy) listens on.
+	KcpPort = 6443
+)
+
+// RootShardDeployment is the Deployment (and Service) the operator creates for a RootShard.
+func RootShardDeployment(name string) string { return name + "-kcp" }
+
+// RootShardProxyDeployment is the Deployment (and Service) of a RootShard's proxy.
+func RootShardProxyDeployment(name string) string { return name + "-proxy" }
+
+// ShardDeployment is the Deployment (and Service) the operator creates for a Shard.
+func ShardDeployment(name string) string { return name + "-shard-kcp" }
+
+// FrontProxyDeployment is the Deployment (and Service) the operator creates for a FrontProxy.
+func FrontProxyDeployment(name string) string { return name + "-front-proxy" }
+
+// OperatorServiceHost is the in-cluster DNS name of an operator-created Service.
+func OperatorServiceHost(service string) string { return serviceHost(service, NamespaceKcp) }
+
+// OwnedServiceName is the Service this program owns in front of a kcp component (the
+// front proxy, the root shard or a shard), with a fixed ClusterIP.
+func OwnedServiceName(component string) string { return "kcp-" + component }
+
+// EdgeRouteName is the edge route (TLSRoute on kind, HTTPRoute on GKE) of a component.
+func EdgeRouteName(component string) string { return "kcp-" + component }
+
+// EdgeListenerName is the GKE Gateway listener of a component.
+func EdgeListenerName(component string) string { return "https-" + component }
+
+// KubeconfigObjectName is the name of the Kubeconfig object, and of the Secret the
+// operator writes for it, of a re-mint generation. Each generation gets a name of its
+// own because the operator names the client Certificate after the Kubeconfig
+// (kubeconfig-cert-<name>) and copies whatever that Certificate's Secret holds the
+// moment it is Ready: re-creating an object of the same name finds the previous
+// generation's Certificate Ready and hands back the previous credential, while a new
+// name makes cert-manager issue a new Certificate from scratch, so the Secret the
+// operator writes can only hold a credential issued for this generation.
+func KubeconfigObjectName(generation int) string {
+	if generation == 0 {
+		return KubeconfigName
+	}
+	return fmt.Sprintf("%s-remint-%d", KubeconfigName, generation)
+}
+
+// EtcdName is the StatefulSet and client Service of a shard's etcd.
+func EtcdName(shard string) string { return "etcd-" + shard }
+
+// EtcdHeadlessService gives each etcd member a stable DNS name.
+func EtcdHeadlessService(shard string) string { return EtcdName(shard) + "-headless" }
+
+// EtcdServiceHost is the in-cluster DNS name of a shard's etcd client Service.
+func EtcdServiceHost(shard string) string { return serviceHost(EtcdName(shard), NamespaceEtcd) }
+
+// EtcdHeadlessHost is the domain under which each member of a shard's etcd has its name.
+func EtcdHeadlessHost(shard string) string {
+	return serviceHost(EtcdHeadlessService(shard), NamespaceEtcd)
+}
+
+// EtcdMemberHost is the DNS name of one etcd member.
+func EtcdMemberHost(shard string, ordinal int) string {
+	return fmt.Sprintf("%s-%d.%s", EtcdName(shard), ordinal, EtcdHeadlessHost(shard))
+}
+
+// EtcdClaimName is the volume claim of member i of a shard's etcd StatefulSet: the
+// claim template "data", the StatefulSet's name and the ordinal.
+func EtcdClaimName(shard string, member int) string {
+	return fmt.Sprintf("data-%s-%d", EtcdName(shard), member)
+}
+
+// EtcdSnapshotCronJob is the GKE CronJob that snapshots a shard's etcd.
+func EtcdSnapshotCronJob(shard string) string { return EtcdName(shard) + "-snapshot" }
+
+// EtcdRestoreDrillCronJob is the GKE CronJob that restores a shard's newest snapshot.
+func EtcdRestoreDrillCronJob(shard string) string { return EtcdName(shard) + "-restore-drill" }
+
+func serviceHost(service, namespace string) string {
+	return fmt.Sprintf("%s.%s.svc.%s", service, namespace, ClusterDomain)
+}
