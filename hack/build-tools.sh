@@ -19,9 +19,10 @@
 # Groups, in the order `all` builds them. Every group's cache directory names its version
 # and a hash of its module's go.mod and go.sum, so a moved dependency rebuilds it, and a
 # hash of the build flags (hack/goflags.sh: no cgo, no inlining), which the tests share.
-#   kube        kube-apiserver, kube-controller-manager, kube-scheduler (tools/kube; its
-#               shared libraries are pinned to the program's versions, so the program's
-#               tests and the control plane share their compile)
+#   kube        kube-apiserver, kube-controller-manager, kube-scheduler, and the real
+#               node's kubelet and kube-proxy, in one go build (tools/kube; its shared
+#               libraries are pinned to the program's versions, so the program's tests
+#               and the control plane share their compile)
 #   etcd        etcd: Debian's etcd-server package, installed with apt-get when
 #               etcd is not on PATH; RAILGRID_ETCD_FROM=source builds etcd from
 #               tools/etcd into the cache instead
@@ -146,7 +147,7 @@ group_info() {
   case $1 in
     kube)
       NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes); TAG=$(modhash "$TOOLS/kube")
-      BINS=(kube-apiserver kube-controller-manager kube-scheduler) ;;
+      BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy) ;;
     etcd)
       NAME=etcd; BINS=(etcd)
       if [[ ${RAILGRID_ETCD_FROM:-apt} == source ]]; then
