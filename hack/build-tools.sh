@@ -53,6 +53,11 @@
 #   helm        the Helm CLI, built in tools/provider's module graph, so it is the Helm
 #               library the provider uses and shares the provider's compiled packages:
 #               tests/e2e renders the Envoy Gateway chart's ServiceAccount and RBAC with it
+#   coredns     CoreDNS, the stock build with its standard plugins (tools/coredns), as its
+#               own image runs it: the cluster DNS on the real node, reading the
+#               program's Corefile
+#   crane       crane (go install at an exact version), which writes the real node's
+#               image tarballs with no registry (`crane append --oci-empty-base ...`)
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -73,12 +78,13 @@ TOOLS="$ROOT/tools"
 . "$ROOT/hack/goflags.sh"
 read -ra GO_FLAGS <<<"$GOFLAGS"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp)
+ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp coredns crane)
 THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
 ACTIONLINT_VERSION=v1.7.12
 FAKEGCS_VERSION=v1.56.1
+CRANE_VERSION=v0.22.1
 # The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
 # (its README); the source carries no version of its own, so the pin lives here.
 KCP_OPERATOR_VERSION=406169b
@@ -190,6 +196,10 @@ group_info() {
     helm)
       NAME=helm; VERSION=$(modver "$TOOLS/provider" helm.sh/helm/v3); TAG=provider-$(modhash "$TOOLS/provider")
       BINS=(helm) ;;
+    coredns)
+      NAME=coredns; VERSION=$(modver "$TOOLS/coredns" github.com/coredns/coredns); TAG=$(modhash "$TOOLS/coredns")
+      BINS=(coredns) ;;
+    crane) NAME=crane; VERSION=$CRANE_VERSION; BINS=(crane) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
   # The build flags are part of the key: a binary built with other flags is another build.
@@ -238,6 +248,13 @@ go_install() { # out module/pkg@version
 }
 build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
 build_fakegcs() { go_install "$1" "github.com/fsouza/fake-gcs-server@$VERSION"; }
+build_crane() { go_install "$1" "github.com/google/go-containerregistry/cmd/crane@$VERSION"; }
+
+# The stock CoreDNS: its main package links every plugin of its plugin.cfg. The version
+# it reports is a constant of the module (coremain.CoreVersion).
+build_coredns() {
+  (cd "$TOOLS/coredns" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns)
+}
 
 build_etcdtools() {
   local out=$1 bin
@@ -399,6 +416,8 @@ check_group() {
       kcp|kcp-front-proxy) out=$("$dir/$b" --version 2>&1 || true) ;;
       envoy-gateway) out=$("$dir/$b" version) ;;
       helm) out=$("$dir/$b" version --short) ;;
+      coredns) out=$("$dir/$b" -version) ;;
+      crane) out=$("$dir/$b" version) ;;
       pulumi-resource-kubernetes)
         # Started without an engine address, a provider serves gRPC on a free
         # port and prints the port on stdout.
