@@ -19,12 +19,18 @@
 # Groups, in the order `all` builds them. Every group's cache directory names its version
 # and a hash of its module's go.mod and go.sum, so a moved dependency rebuilds it, and a
 # hash of the build flags (hack/goflags.sh: no cgo, no inlining), which the tests share.
-#   kube        kube-apiserver, kube-controller-manager, kube-scheduler (tools/kube; its
-#               shared libraries are pinned to the program's versions, so the program's
-#               tests and the control plane share their compile)
+#   kube        kube-apiserver, kube-controller-manager, kube-scheduler, and the real
+#               node's kubelet and kube-proxy, in one go build (tools/kube; its shared
+#               libraries are pinned to the program's versions, so the program's tests
+#               and the control plane share their compile)
 #   etcd        etcd: Debian's etcd-server package, installed with apt-get when
 #               etcd is not on PATH; RAILGRID_ETCD_FROM=source builds etcd from
 #               tools/etcd into the cache instead
+#   node        the end-to-end test's real node: Debian's containerd, runc,
+#               containernetworking-plugins, conntrack and iptables, installed with
+#               apt-get when missing. Its version is the installed containerd's. The CNI
+#               plugins (bridge, host-local, loopback, ...) are not commands: they stay in
+#               the package's fixed directory /usr/lib/cni, which the test names
 #   actionlint  actionlint (go install at an exact version)
 #   kwok        kwok (see kcp-operator below)
 #   pulumi      pulumi CLI (tools/pulumi)
@@ -52,6 +58,11 @@
 #   helm        the Helm CLI, built in tools/provider's module graph, so it is the Helm
 #               library the provider uses and shares the provider's compiled packages:
 #               tests/e2e renders the Envoy Gateway chart's ServiceAccount and RBAC with it
+#   coredns     CoreDNS, the stock build with its standard plugins (tools/coredns), as its
+#               own image runs it: the cluster DNS on the real node, reading the
+#               program's Corefile
+#   crane       crane (go install at an exact version), which writes the real node's
+#               image tarballs with no registry (`crane append --oci-empty-base ...`)
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -72,12 +83,16 @@ TOOLS="$ROOT/tools"
 . "$ROOT/hack/goflags.sh"
 read -ra GO_FLAGS <<<"$GOFLAGS"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp)
+ALL_GROUPS=(kube etcd node actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp coredns crane)
 THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
 ACTIONLINT_VERSION=v1.7.12
 FAKEGCS_VERSION=v1.56.1
+CRANE_VERSION=v0.22.1
+# Debian's packages of the node group, and where containernetworking-plugins puts them.
+NODE_PACKAGES=(containerd runc containernetworking-plugins conntrack iptables)
+CNI_BIN_DIR=/usr/lib/cni
 # The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
 # (its README); the source carries no version of its own, so the pin lives here.
 KCP_OPERATOR_VERSION=406169b
@@ -146,13 +161,20 @@ group_info() {
   case $1 in
     kube)
       NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes); TAG=$(modhash "$TOOLS/kube")
-      BINS=(kube-apiserver kube-controller-manager kube-scheduler) ;;
+      BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy) ;;
     etcd)
       NAME=etcd; BINS=(etcd)
       if [[ ${RAILGRID_ETCD_FROM:-apt} == source ]]; then
         VERSION=$(modver "$TOOLS/etcd" go.etcd.io/etcd/server/v3); TAG=$(modhash "$TOOLS/etcd")
       else
         VERSION=apt
+      fi ;;
+    node)
+      # Named after what is installed; before the install, "apt".
+      NAME=node; VERSION=apt; BINS=(containerd ctr runc conntrack iptables)
+      local v
+      if v=$(syscmd containerd) && v=$("$v" --version 2>/dev/null); then
+        v=${v##* }; VERSION=containerd-${v:-unknown}
       fi ;;
     actionlint) NAME=actionlint; VERSION=$ACTIONLINT_VERSION; BINS=(actionlint) ;;
     kwok|kcp-operator|cert-manager|envoy-gateway)
@@ -189,18 +211,33 @@ group_info() {
     helm)
       NAME=helm; VERSION=$(modver "$TOOLS/provider" helm.sh/helm/v3); TAG=provider-$(modhash "$TOOLS/provider")
       BINS=(helm) ;;
+    coredns)
+      NAME=coredns; VERSION=$(modver "$TOOLS/coredns" github.com/coredns/coredns); TAG=$(modhash "$TOOLS/coredns")
+      BINS=(coredns) ;;
+    crane) NAME=crane; VERSION=$CRANE_VERSION; BINS=(crane) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
   # The build flags are part of the key: a binary built with other flags is another build.
   KEY=$NAME-$VERSION${TAG:+-$TAG}-f$(printf '%s %s' "$GOFLAGS" "$CGO_ENABLED" | sha256sum | cut -c1-6)
 }
 
-# bindir GROUP: where GROUP's binaries live.
+# syscmd NAME: the path of the system command NAME, also where root's PATH has it and a
+# user's may not (Debian puts runc, conntrack and iptables in /usr/sbin).
+syscmd() { PATH=$PATH:/usr/sbin:/sbin command -v "$1"; }
+
+# bindir GROUP: where GROUP's binaries live, one directory a line (node: two).
 bindir() {
   group_info "$1"
   if [[ $1 == etcd && $VERSION == apt ]]; then
     local etcd
     if etcd=$(command -v etcd); then dirname "$etcd"; else echo /usr/bin; fi
+  elif [[ $1 == node ]]; then
+    local b p dirs=()
+    for b in "${BINS[@]}"; do
+      p=$(syscmd "$b") && p=$(dirname "$p") || p=/usr/bin
+      [[ " ${dirs[*]-} " == *" $p "* ]] || dirs+=("$p")
+    done
+    printf '%s\n' "${dirs[@]}"
   else
     printf '%s\n' "$CACHE/$KEY"
   fi
@@ -237,6 +274,13 @@ go_install() { # out module/pkg@version
 }
 build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
 build_fakegcs() { go_install "$1" "github.com/fsouza/fake-gcs-server@$VERSION"; }
+build_crane() { go_install "$1" "github.com/google/go-containerregistry/cmd/crane@$VERSION"; }
+
+# The stock CoreDNS: its main package links every plugin of its plugin.cfg. The version
+# it reports is a constant of the module (coremain.CoreVersion).
+build_coredns() {
+  (cd "$TOOLS/coredns" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns)
+}
 
 build_etcdtools() {
   local out=$1 bin
@@ -326,15 +370,48 @@ build_provider() {
   rm -rf "$scratch"
 }
 
+# apt_install PACKAGE...: installs Debian's PACKAGEs, after one `apt-get update` per run.
+# A dpkg lock held elsewhere on the machine is waited for, not failed on.
+APT_UPDATED=
+apt_install() {
+  local sudo=()
+  [[ $(id -u) == 0 ]] || sudo=(sudo)
+  if [[ -z $APT_UPDATED ]]; then
+    "${sudo[@]}" apt-get update -qq >&2
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    -o DPkg::Lock::Timeout=300 "$@" >&2
+}
+
 install_etcd_apt() {
   command -v etcd >/dev/null && return 0
   command -v apt-get >/dev/null || die "etcd is not on PATH and apt-get is missing; try RAILGRID_ETCD_FROM=source"
-  local sudo=()
-  [[ $(id -u) == 0 ]] || sudo=(sudo)
   log "etcd: installing Debian package etcd-server"
-  "${sudo[@]}" apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends etcd-server >&2
+  apt_install etcd-server
   command -v etcd >/dev/null || die "etcd-server installed but etcd is not on PATH"
+}
+
+# node_missing: the node group's packages whose command (or CNI plugin) is not there.
+node_missing() {
+  local pkg
+  for pkg in "${NODE_PACKAGES[@]}"; do
+    case $pkg in
+      containernetworking-plugins) [[ -x $CNI_BIN_DIR/bridge && -x $CNI_BIN_DIR/host-local && -x $CNI_BIN_DIR/loopback ]] ;;
+      *) syscmd "$pkg" >/dev/null ;;
+    esac || printf '%s\n' "$pkg"
+  done
+}
+
+install_node_apt() {
+  local missing
+  mapfile -t missing < <(node_missing)
+  ((${#missing[@]} > 0)) || return 0
+  command -v apt-get >/dev/null || die "node: ${missing[*]} missing and apt-get is missing"
+  log "node: installing Debian packages ${missing[*]}"
+  apt_install "${missing[@]}"
+  mapfile -t missing < <(node_missing)
+  ((${#missing[@]} == 0)) || die "node: installed, but still missing: ${missing[*]}"
 }
 
 build_group() {
@@ -344,6 +421,13 @@ build_group() {
     start=$SECONDS
     install_etcd_apt
     log "etcd: $(command -v etcd) ($((SECONDS - start))s)"
+    return
+  fi
+  if [[ $g == node ]]; then
+    start=$SECONDS
+    install_node_apt
+    group_info node
+    log "node: $VERSION, CNI plugins in $CNI_BIN_DIR ($((SECONDS - start))s)"
     return
   fi
   dir="$CACHE/$KEY"
@@ -387,6 +471,10 @@ check_group() {
   dir=$(bindir "$g")
   group_info "$g"
   for b in "${BINS[@]}"; do
+    if [[ $g == node ]]; then
+      out=$(syscmd "$b") || die "node: $b is missing (run hack/build-tools.sh node)"
+      dir=$(dirname "$out")
+    fi
     [[ -x $dir/$b ]] || die "$g: $dir/$b is missing (run hack/build-tools.sh $g)"
     case $b in
       actionlint) out=$("$dir/$b" -version) ;;
@@ -398,6 +486,9 @@ check_group() {
       kcp|kcp-front-proxy) out=$("$dir/$b" --version 2>&1 || true) ;;
       envoy-gateway) out=$("$dir/$b" version) ;;
       helm) out=$("$dir/$b" version --short) ;;
+      coredns) out=$("$dir/$b" -version) ;;
+      crane) out=$("$dir/$b" version) ;;
+      ctr|runc|conntrack|iptables) out=$("$dir/$b" --version) ;;
       pulumi-resource-kubernetes)
         # Started without an engine address, a provider serves gRPC on a free
         # port and prints the port on stdout.
@@ -419,6 +510,12 @@ check_group() {
     esac
     printf '%s: %s\n' "$b" "${out%%$'\n'*}"
   done
+  if [[ $g == node ]]; then
+    for b in bridge host-local loopback; do
+      [[ -x $CNI_BIN_DIR/$b ]] || die "node: CNI plugin $CNI_BIN_DIR/$b is missing (run hack/build-tools.sh node)"
+    done
+    printf 'CNI plugins: %s\n' "$(cd "$CNI_BIN_DIR" && echo *)"
+  fi
 }
 
 expand_groups() {
@@ -440,7 +537,7 @@ main() {
     env|paths|list|check) cmd=$1; shift ;;
     -h|--help|help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; return ;;
   esac
-  local g d dirs=()
+  local g d bd dirs=()
   expand_groups "$@"
   if [[ $cmd == list ]]; then
     for g in "${GROUPS_SEL[@]}"; do
@@ -458,8 +555,10 @@ main() {
     for g in "${GROUPS_SEL[@]}"; do build_group "$g"; done
   fi
   for g in "${GROUPS_SEL[@]}"; do
-    d=$(bindir "$g")
-    [[ " ${dirs[*]-} " == *" $d "* ]] || dirs+=("$d")
+    bd=$(bindir "$g")
+    while read -r d; do
+      [[ " ${dirs[*]-} " == *" $d "* ]] || dirs+=("$d")
+    done <<<"$bd"
   done
   if [[ $cmd == env ]]; then
     # shellcheck disable=SC2016 # "$PATH" is expanded by the caller's eval.
@@ -467,7 +566,8 @@ main() {
       if [[ $d == "$CACHE"/* ]]; then
         printf 'export PATH=%q:"$PATH"\n' "$d"
       elif [[ ":$PATH:" != *":$d:"* ]]; then
-        # A system directory (apt's etcd): append, never shadow what is first.
+        # A system directory (apt's etcd, the node's packages): append, never shadow
+        # what is first.
         printf 'export PATH="$PATH":%q\n' "$d"
       fi
     done
