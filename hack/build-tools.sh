@@ -61,8 +61,6 @@
 #   coredns     CoreDNS, the stock build with its standard plugins (tools/coredns), as its
 #               own image runs it: the cluster DNS on the real node, reading the
 #               program's Corefile
-#   crane       crane (go install at an exact version), which writes the real node's
-#               image tarballs with no registry (`crane append --oci-empty-base ...`)
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -83,15 +81,14 @@ TOOLS="$ROOT/tools"
 . "$ROOT/hack/goflags.sh"
 read -ra GO_FLAGS <<<"$GOFLAGS"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd node actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp coredns crane)
+ALL_GROUPS=(kube etcd node actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp coredns)
 THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
 ACTIONLINT_VERSION=v1.7.12
 FAKEGCS_VERSION=v1.56.1
-CRANE_VERSION=v0.22.1
 # Debian's packages of the node group, and where containernetworking-plugins puts them.
-NODE_PACKAGES=(containerd runc containernetworking-plugins conntrack iptables)
+NODE_PACKAGES=(containerd runc containernetworking-plugins conntrack iptables busybox-static)
 CNI_BIN_DIR=/usr/lib/cni
 # The kcp-operator source in $THIRDPARTY is commit 406169b of kcp-dev/kcp-operator
 # (its README); the source carries no version of its own, so the pin lives here.
@@ -171,7 +168,7 @@ group_info() {
       fi ;;
     node)
       # Named after what is installed; before the install, "apt".
-      NAME=node; VERSION=apt; BINS=(containerd ctr runc conntrack iptables)
+      NAME=node; VERSION=apt; BINS=(containerd ctr runc conntrack iptables busybox)
       local v
       if v=$(syscmd containerd) && v=$("$v" --version 2>/dev/null); then
         v=${v##* }; VERSION=containerd-${v:-unknown}
@@ -214,7 +211,6 @@ group_info() {
     coredns)
       NAME=coredns; VERSION=$(modver "$TOOLS/coredns" github.com/coredns/coredns); TAG=$(modhash "$TOOLS/coredns")
       BINS=(coredns) ;;
-    crane) NAME=crane; VERSION=$CRANE_VERSION; BINS=(crane) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
   # The build flags are part of the key: a binary built with other flags is another build.
@@ -274,7 +270,6 @@ go_install() { # out module/pkg@version
 }
 build_actionlint() { go_install "$1" "github.com/rhysd/actionlint/cmd/actionlint@$VERSION"; }
 build_fakegcs() { go_install "$1" "github.com/fsouza/fake-gcs-server@$VERSION"; }
-build_crane() { go_install "$1" "github.com/google/go-containerregistry/cmd/crane@$VERSION"; }
 
 # The stock CoreDNS: its main package links every plugin of its plugin.cfg. The version
 # it reports is a constant of the module (coremain.CoreVersion).
@@ -398,6 +393,8 @@ node_missing() {
   for pkg in "${NODE_PACKAGES[@]}"; do
     case $pkg in
       containernetworking-plugins) [[ -x $CNI_BIN_DIR/bridge && -x $CNI_BIN_DIR/host-local && -x $CNI_BIN_DIR/loopback ]] ;;
+      # The static build: it is copied into the probe images, which have no libc.
+      busybox-static) [[ $(dpkg-query -W -f='${Status}' busybox-static 2>/dev/null) == "install ok installed" ]] ;;
       *) syscmd "$pkg" >/dev/null ;;
     esac || printf '%s\n' "$pkg"
   done
@@ -487,8 +484,8 @@ check_group() {
       envoy-gateway) out=$("$dir/$b" version) ;;
       helm) out=$("$dir/$b" version --short) ;;
       coredns) out=$("$dir/$b" -version) ;;
-      crane) out=$("$dir/$b" version) ;;
       ctr|runc|conntrack|iptables) out=$("$dir/$b" --version) ;;
+      busybox) out=$("$dir/$b" 2>&1 | head -n 1 || true) ;;
       pulumi-resource-kubernetes)
         # Started without an engine address, a provider serves gRPC on a free
         # port and prints the port on stdout.

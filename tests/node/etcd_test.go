@@ -28,11 +28,13 @@ import (
 )
 
 // etcdImageBinaries finds etcd, etcdctl and etcdutl at the etcd image's version
-// (hack/build-tools.sh etcdtools), which are not on PATH: their etcd would shadow the
-// API server's.
+// (hack/build-tools.sh etcdtools, which builds them, or waits for a build under way), not
+// on PATH: their etcd would shadow the API server's.
 func etcdImageBinaries(t *testing.T, e *testenv.Executables) [3]string {
 	var bins [3]string
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(t), "hack", "build-tools.sh"), "paths", "etcdtools").Output()
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(t), "hack", "build-tools.sh"), "etcdtools")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
 	dir := strings.TrimSpace(string(out))
 	for i, name := range []string{"etcd", "etcdctl", "etcdutl"} {
 		bins[i] = filepath.Join(dir, name)
