@@ -28,7 +28,7 @@ type Platform interface {
 	// Snapshots schedules etcd snapshots (and restore drills) for each shard's etcd.
 	Snapshots() SnapshotBackend
 	// HelmReleaseHooks is the option every Helm release of the stack carries: the repair
-	// of the records an interrupted Helm operation left pending (helmrecords.go).
+	// of the records an interrupted Helm operation left pending (helmrelease_records.go).
 	HelmReleaseHooks() pulumi.ResourceOption
 	// ClusterAccess is how the program itself reaches the cluster, as the provider does:
 	// the Helm record repair and the kcp rollout waits (kcprollout.go) use it.

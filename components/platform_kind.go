@@ -111,9 +111,3 @@ func (k *KindPlatform) Edge() EdgeBackend {
 // Snapshots: the kind stack is disposable and has no object storage outside the
 // cluster; scheduled snapshots and the restore drill are the gke stack's.
 func (k *KindPlatform) Snapshots() SnapshotBackend { return noSnapshots{} }
-
-type noSnapshots struct{}
-
-func (noSnapshots) DeclareSnapshots(*pulumi.Context, string, []*EtcdCluster, ...pulumi.ResourceOption) (pulumi.Map, error) {
-	return pulumi.Map{}, nil
-}

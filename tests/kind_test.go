@@ -104,7 +104,7 @@ func TestKindEdgePassesTLSThroughWithLongTimeouts(t *testing.T) {
 	require.Equal(t, "NodePort", getString(t, proxy, "spec.provider.kubernetes.envoyService.type"))
 	// Cluster, not Envoy Gateway's default Local: with Local the Gateway's address waits
 	// on an EndpointSlice change that Envoy Gateway v1.9 does not watch, and the up could
-	// wait for Programmed for ever (components/edge_envoy.go).
+	// wait for Programmed for ever (components/edge_kind.go).
 	require.Equal(t, "Cluster", getString(t, proxy, "spec.provider.kubernetes.envoyService.externalTrafficPolicy"))
 	require.Equal(t, cfg.Kind.GatewayNodePort, number(t, proxy, "spec.provider.kubernetes.envoyService.patch.value.spec.ports[0].nodePort"))
 }

@@ -29,7 +29,7 @@ import (
 // tlsRouteGVR is the kind edge's route kind (Gateway API v1, as the program writes it).
 var tlsRouteGVR = schema.GroupVersionResource{Group: "gateway.networking.k8s.io", Version: "v1", Resource: "tlsroutes"}
 
-// edgeRouteName is the kind edge's TLSRoute of a shard (components/edge_envoy.go); the
+// edgeRouteName is the kind edge's TLSRoute of a shard (components/edge_kind.go); the
 // steps find it in the offline plan, so a renamed route fails them there.
 func edgeRouteName(shard string) string { return "kcp-" + shard }
 

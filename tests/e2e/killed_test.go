@@ -294,7 +294,7 @@ func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 				t.Logf("pulumi refresh --clear-pending-creates cleared %d pending creates", len(pending))
 			}
 			// A Helm release killed while Helm installs it stays pending-install; the
-			// next up's hook removes that record (components/helmrecords.go).
+			// next up's hook removes that record (components/helmrelease_records.go).
 			leftPending = helmReleasePending(t, ctx, e)
 			if kp.leavesHelmPending && len(leftPending) == 0 {
 				t.Fatalf("the kill during the Helm install left no pending Helm record: the kill point was missed")
