@@ -224,7 +224,7 @@ func preCreate(ctx context.Context, cl *client, p rendered) error {
 			docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n", ns))
 		}
 	}
-	docs = append(docs, fmt.Sprintf(kubeDNSService, nthAddr(p.serviceCIDR, 10)))
+	docs = append(docs, fmt.Sprintf(testenv.KubeadmKubeDNSService, nthAddr(p.serviceCIDR, 10)))
 	if p.cfg.Platform == config.PlatformKind {
 		docs = append(docs, kubeadmCoreDNSConfigMap, testenv.KubeadmCoreDNSDeployment)
 	}

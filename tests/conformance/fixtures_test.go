@@ -24,36 +24,6 @@ func decodeOne(doc string) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// kubeDNSService is the kube-dns Service kind (kubeadm) and GKE clusters have, at the
-// tenth address of the Service range (%s).
-const kubeDNSService = `apiVersion: v1
-kind: Service
-metadata:
-  name: kube-dns
-  namespace: kube-system
-  labels:
-    k8s-app: kube-dns
-    kubernetes.io/cluster-service: "true"
-    kubernetes.io/name: CoreDNS
-spec:
-  clusterIP: %s
-  selector:
-    k8s-app: kube-dns
-  ports:
-    - name: dns
-      port: 53
-      protocol: UDP
-      targetPort: 53
-    - name: dns-tcp
-      port: 53
-      protocol: TCP
-      targetPort: 53
-    - name: metrics
-      port: 9153
-      protocol: TCP
-      targetPort: 9153
-`
-
 // kubeadmCoreDNSConfigMap is kube-system/coredns as kubeadm creates it; the test sets
 // its Corefile to mockstack.KindCorefile.
 const kubeadmCoreDNSConfigMap = `apiVersion: v1

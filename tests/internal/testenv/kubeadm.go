@@ -130,8 +130,8 @@ subjects:
   namespace: kube-system
 `
 
-// KubeadmKubeDNSService is kube-system/kube-dns as kubeadm creates it; clusterIP is
-// filled in with the cluster's DNS address (the tenth of the Service range).
+// KubeadmKubeDNSService is the kube-dns Service kind (kubeadm) and GKE clusters have;
+// %s is its ClusterIP, the tenth address of the Service range.
 const KubeadmKubeDNSService = `apiVersion: v1
 kind: Service
 metadata:
@@ -139,6 +139,7 @@ metadata:
   namespace: kube-system
   labels:
     k8s-app: kube-dns
+    kubernetes.io/cluster-service: "true"
     kubernetes.io/name: CoreDNS
 spec:
   selector:

@@ -128,9 +128,9 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 
 	ports := freePortsOn(t, opts.Network.Gateway.String(), 1)
 	n.KubeletPort = ports[0]
-	proxyPorts := freePorts(t, 2)
+	local := freePorts(t, 3) // kube-proxy's healthz and metrics, the kubelet's healthz
 	kubeletConfig := filepath.Join(dir, "kubelet.yaml")
-	if err := os.WriteFile(kubeletConfig, []byte(n.kubeletConfig()), 0o644); err != nil {
+	if err := os.WriteFile(kubeletConfig, []byte(n.kubeletConfig(local[2])), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var labels []string
@@ -156,8 +156,8 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 		"--proxy-mode=iptables",
 		"--cluster-cidr="+opts.Network.PodCIDR.String(),
 		"--nodeport-addresses="+netip.PrefixFrom(opts.Network.Gateway, 32).String(),
-		"--healthz-bind-address="+net.JoinHostPort(Loopback, strconv.Itoa(proxyPorts[0])),
-		"--metrics-bind-address="+net.JoinHostPort(Loopback, strconv.Itoa(proxyPorts[1])),
+		"--healthz-bind-address="+net.JoinHostPort(Loopback, strconv.Itoa(local[0])),
+		"--metrics-bind-address="+net.JoinHostPort(Loopback, strconv.Itoa(local[1])),
 		// Leave the machine's conntrack settings as they are.
 		"--conntrack-max-per-core=0",
 		"--conntrack-tcp-timeout-established=0",
@@ -253,12 +253,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 // kubeletConfig is the kubelet's configuration: cgroup v1 with the cgroupfs driver (no
 // systemd here), its servers on the bridge's address or loopback, no image garbage
 // collection (every image was imported, none can be pulled back), and pods' logs in Dir.
-func (n *Node) kubeletConfig() string {
-	healthz := 0
-	if l, err := net.Listen("tcp", net.JoinHostPort(Loopback, "0")); err == nil {
-		healthz = l.Addr().(*net.TCPAddr).Port
-		l.Close()
-	}
+func (n *Node) kubeletConfig(healthz int) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %s
