@@ -23,11 +23,15 @@ const (
 	CoreDNSDeployment = "coredns"
 	CoreDNSContainer  = "coredns"
 
+	// CoreDNSConfigVolume is kubeadm's volume of the Corefile, mounted at /etc/coredns.
+	CoreDNSConfigVolume    = "config-volume"
 	CorefileKey            = "Corefile"
 	CorefilePath           = "/etc/coredns/Corefile"
 	corefileHashAnnotation = "railgrid.io/corefile-sha256"
 	SplitHorizonHostsKey   = "hosts"
-	splitHorizonMountPath  = "/etc/coredns/railgrid-kcp"
+	// Outside /etc/coredns: that is a read-only ConfigMap volume, in which the runtime
+	// can create no mount point.
+	splitHorizonMountPath = "/etc/railgrid-kcp"
 
 	corefileMarkerBegin = "# railgrid-kcp split horizon: BEGIN"
 	corefileMarkerEnd   = "# railgrid-kcp split horizon: END"
@@ -36,10 +40,13 @@ const (
 // coreDNSHosts is the kind split horizon: a hosts file in a ConfigMap of our own,
 // mounted into CoreDNS and read by its hosts plugin (which re-reads the file by itself).
 // kubeadm's ConfigMap is never written: the Corefile CoreDNS reads is a ConfigMap of our
-// own (kubeadm's Corefile plus the hosts stanza), mounted by a patch of kubeadm's
-// Deployment over /etc/coredns/Corefile with a subPath. The patch only adds entries
-// (two volumes, two mounts keyed by their mount paths, a template annotation), so it
-// shares the Deployment with kubeadm without forcing anything.
+// own (kubeadm's Corefile plus the hosts stanza): a patch of kubeadm's Deployment points
+// kubeadm's config-volume at it. That ConfigMap name is the one field the patch takes
+// from kubeadm, by force; nothing can be mounted over or beside the Corefile instead,
+// because /etc/coredns is kubeadm's read-only ConfigMap volume, in which runc refuses a
+// mount (a subPath mount of our Corefile there kept CoreDNS from starting on a real
+// node). Everything else the patch adds (the hosts volume and its mount, a template
+// annotation) is new, keyed by name or mount path.
 //
 // On destroy the hosts ConfigMap goes (every answer with it); the Corefile ConfigMap and
 // the Deployment patch are retained: the pods mount the Corefile, and without it
@@ -76,10 +83,12 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 		return err
 	}
 	_, err = appsv1.NewDeploymentPatch(ctx, name+"-coredns-volume", &appsv1.DeploymentPatchArgs{
-		Metadata: &metav1.ObjectMetaPatchArgs{Name: pulumi.String(CoreDNSDeployment), Namespace: pulumi.String(naming.NamespaceKubeSystem)},
+		// Forced: the config-volume's ConfigMap name is kubeadm's field (see above).
+		Metadata: &metav1.ObjectMetaPatchArgs{Name: pulumi.String(CoreDNSDeployment), Namespace: pulumi.String(naming.NamespaceKubeSystem),
+			Annotations: pulumi.StringMap{patchForceAnnotation: pulumi.String("true")}},
 		Spec: &appsv1.DeploymentSpecPatchArgs{Template: &corev1.PodTemplateSpecPatchArgs{
-			// A subPath mount does not follow changes of its ConfigMap: a new Corefile
-			// rolls the pods through this annotation.
+			// A new Corefile rolls the pods at once, instead of waiting for the kubelet's
+			// ConfigMap sync and CoreDNS's reload.
 			Metadata: &metav1.ObjectMetaPatchArgs{Annotations: pulumi.StringMap{
 				corefileHashAnnotation: corefile.ApplyT(func(c string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(c))) }).(pulumi.StringOutput),
 			}},
@@ -88,8 +97,6 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 					Name: pulumi.String(CoreDNSContainer),
 					VolumeMounts: corev1.VolumeMountPatchArray{
 						&corev1.VolumeMountPatchArgs{Name: pulumi.String(naming.SplitHorizonHostsConfigMap), MountPath: pulumi.String(splitHorizonMountPath), ReadOnly: pulumi.Bool(true)},
-						// Over kubeadm's file inside its own /etc/coredns mount.
-						&corev1.VolumeMountPatchArgs{Name: pulumi.String(naming.SplitHorizonCorefileConfigMap), MountPath: pulumi.String(CorefilePath), SubPath: pulumi.String(CorefileKey), ReadOnly: pulumi.Bool(true)},
 					},
 				}},
 				Volumes: corev1.VolumePatchArray{
@@ -98,8 +105,11 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 						// Optional: CoreDNS keeps running when the ConfigMap is gone.
 						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(naming.SplitHorizonHostsConfigMap), Optional: pulumi.Bool(true)},
 					},
+					// kubeadm's volume, its items (Corefile) kept, reading our ConfigMap. Not
+					// optional: a missing Corefile must keep the pod from starting rather
+					// than start CoreDNS on an empty file.
 					&corev1.VolumePatchArgs{
-						Name:      pulumi.String(naming.SplitHorizonCorefileConfigMap),
+						Name:      pulumi.String(CoreDNSConfigVolume),
 						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(naming.SplitHorizonCorefileConfigMap)},
 					},
 				},

@@ -12,7 +12,7 @@ func TestSplitHorizonStanzaIsAddedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Count(once, "hosts /etc/coredns/railgrid-kcp/hosts") != 1 {
+	if strings.Count(once, "hosts /etc/railgrid-kcp/hosts") != 1 {
 		t.Fatalf("stanza missing:\n%s", once)
 	}
 	twice, err := withSplitHorizonHosts(once)

@@ -31,7 +31,8 @@ const (
 
 // forcedApplyExcluded lists the objects another writer shares, whose conflicts must
 // surface rather than be forced: the kcp-operator's own API (it writes those objects'
-// status and finalizers) and the patches of kubeadm's CoreDNS.
+// status and finalizers) and the patches of kubeadm's CoreDNS, which force only the
+// field they must take (dns_kind.go).
 func forcedApplyExcluded(resourceType string) bool {
 	return strings.Contains(resourceType, "operator.kcp.io") || strings.HasSuffix(resourceType, "Patch")
 }

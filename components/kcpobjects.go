@@ -43,6 +43,15 @@ func kcpImage(cfg *config.Config) *kcpapi.ImageSpec {
 	return &kcpapi.ImageSpec{Repository: config.KcpImageRepository, Tag: cfg.Versions.Kcp}
 }
 
+// kcpResources size every kcp server's container (config.KcpResources: no CPU limit).
+func kcpResources(cfg *config.Config) *kcpapi.ResourceRequirements {
+	r := cfg.Kcp.Resources
+	return &kcpapi.ResourceRequirements{
+		Requests: map[string]string{"cpu": r.CPU, "memory": r.Memory},
+		Limits:   map[string]string{"memory": r.MemoryLimit},
+	}
+}
+
 // kcpAuth is the authentication every shard and the front proxy share: service-account
 // tokens and the hub's OIDC issuer with the claims and prefixes the hub relies on.
 func kcpAuth(cfg *config.Config) *kcpapi.AuthSpec {

@@ -53,6 +53,7 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 			CertificateTemplates: serverCertificate(endpoint.Hostname),
 			Auth:                 kcpAuth(cfg),
 			Etcd:                 kcpapi.EtcdConfig{Endpoints: args.Etcd.Endpoints},
+			Resources:            kcpResources(cfg),
 		},
 		// Pinned too: the proxy would otherwise follow the operator's default kcp tag.
 		Proxy: &kcpapi.RootShardProxySpec{Image: kcpImage(cfg), Replicas: kcpapi.Int32(endpoint.Replicas)},

@@ -53,6 +53,7 @@ func NewKcpShard(ctx *pulumi.Context, name string, args *KcpShardArgs, opts ...p
 			CertificateTemplates: serverCertificate(args.Shard.Hostname),
 			Auth:                 kcpAuth(cfg),
 			Etcd:                 kcpapi.EtcdConfig{Endpoints: args.Etcd.Endpoints},
+			Resources:            kcpResources(cfg),
 		},
 		RootShard: kcpapi.RootShardConfig{Ref: kcpapi.LocalObjectReference{Name: args.RootShard.Name}},
 	}

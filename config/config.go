@@ -72,6 +72,16 @@ type Kcp struct {
 	// timeout the design asks for belongs at the edge (loadBalancer.timeout). It exists so
 	// that a stack file that still sets it is refused with that reason, not ignored.
 	RequestTimeout *string `json:"requestTimeout,omitempty"`
+	// Resources are the kcp servers' requests and memory limit (root shard and shards).
+	Resources KcpResources `json:"resources"`
+}
+
+// KcpResources size each kcp server's container. There is no CPU limit: a throttled
+// API server answers late, and watches and leases suffer first.
+type KcpResources struct {
+	CPU         string `json:"cpu"`
+	Memory      string `json:"memory"`
+	MemoryLimit string `json:"memoryLimit"`
 }
 
 // Endpoint is one kcp component reached under a public hostname through an owned

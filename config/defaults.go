@@ -22,8 +22,17 @@ const (
 	DefaultKindGatewayNodePort = 30443
 	// DefaultKindNodeZones: kind/cluster.yaml creates one node.
 	DefaultKindNodeZones = 1
+	// kind shares one machine's cores with everything else: the operator's default
+	// (1 CPU per kcp server) leaves no room for the surge pod of a rollout on a 2- or
+	// 4-core machine.
+	DefaultKindKcpCPU = "100m"
 
-	DefaultGKEServiceCIDR     = "34.118.224.0/20"
+	DefaultGKEServiceCIDR = "34.118.224.0/20"
+	// The kcp-operator's own default request.
+	DefaultGKEKcpCPU = "1"
+	// Both platforms: the kcp-operator's default memory request and limit.
+	DefaultKcpMemory          = "1Gi"
+	DefaultKcpMemoryLimit     = "2Gi"
 	DefaultGKEStorageClass    = "etcd-pd-ssd"
 	DefaultSnapshotSchedule   = "0 * * * *"
 	DefaultDrillSchedule      = "30 3 * * *"
@@ -56,6 +65,7 @@ func withDefaults(platform Platform) *Config {
 		Kcp: Kcp{
 			FrontProxy: Endpoint{Replicas: DefaultReplicas},
 			RootShard:  Endpoint{Replicas: DefaultReplicas},
+			Resources:  KcpResources{Memory: DefaultKcpMemory, MemoryLimit: DefaultKcpMemoryLimit},
 		},
 		Etcd:         Etcd{Members: DefaultEtcdMembers, VolumeSize: DefaultEtcdVolumeSize},
 		LoadBalancer: LoadBalancer{Timeout: DefaultLoadBalancerTimout},
@@ -70,6 +80,7 @@ func withDefaults(platform Platform) *Config {
 	case PlatformKind:
 		c.Kind = &Kind{Context: DefaultKindContext, GatewayNodePort: DefaultKindGatewayNodePort, NodeZones: DefaultKindNodeZones}
 		c.Network.ServiceCIDR = DefaultKindServiceCIDR
+		c.Kcp.Resources.CPU = DefaultKindKcpCPU
 		c.Etcd.StorageClass = DefaultKindStorageClass
 	case PlatformGKE:
 		c.GKE = &GKE{
@@ -87,6 +98,7 @@ func withDefaults(platform Platform) *Config {
 			Gateway: GKEGateway{ClassName: DefaultGatewayClass},
 		}
 		c.Network.ServiceCIDR = DefaultGKEServiceCIDR
+		c.Kcp.Resources.CPU = DefaultGKEKcpCPU
 		c.Etcd.StorageClass = DefaultGKEStorageClass
 	}
 	return c

@@ -113,6 +113,9 @@ var (
 	ruleCASecretKey = newRule("ca-secret-key", "`oidc.caSecret.key`",
 		"must be a Secret key (a file name): letters, digits, '-', '_' and '.', at most 253 characters, not . or .. and not starting with ..")
 
+	ruleKcpResources = newRule("kcp-resources", "`kcp.resources`",
+		"cpu, memory and memoryLimit must be Kubernetes quantities greater than zero, as a container's resources take them, with memory at most memoryLimit")
+
 	// etcd and where it can run.
 	ruleEtcdMembers = newRule("etcd-members", "`etcd.members`",
 		"must be 1, 3 or 5: etcd needs an odd member count for quorum (1 for a small cluster, 3 per shard in production)")

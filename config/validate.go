@@ -70,6 +70,7 @@ func (c *Config) validate() Errors {
 	c.validateOperator(&errs)
 	c.validateKcp(&errs)
 	c.validateOIDC(&errs)
+	c.validateKcpResources(&errs)
 	c.validateEtcd(&errs)
 	c.validateNetwork(&errs)
 	c.validateLoadBalancer(&errs)
@@ -228,6 +229,28 @@ func (c *Config) validateOIDC(errs *Errors) {
 	if o.CASecret != nil {
 		kubeName(errs, ruleCASecretName, "oidc.caSecret.name", o.CASecret.Name, validation.IsDNS1123Subdomain)
 		kubeName(errs, ruleCASecretKey, "oidc.caSecret.key", o.CASecret.Key, validation.IsConfigMapKey)
+	}
+}
+
+func (c *Config) validateKcpResources(errs *Errors) {
+	r := c.Kcp.Resources
+	parsed := map[string]resource.Quantity{}
+	for _, f := range []struct{ key, value string }{
+		{"kcp.resources.cpu", r.CPU}, {"kcp.resources.memory", r.Memory}, {"kcp.resources.memoryLimit", r.MemoryLimit},
+	} {
+		switch q, err := resource.ParseQuantity(f.value); {
+		case err != nil:
+			errs.addf(ruleKcpResources, f.key, f.value, "%s: %v", ruleKcpResources.Refuses, err)
+		case q.Sign() <= 0:
+			errs.addf(ruleKcpResources, f.key, f.value, "%s: must be greater than zero", ruleKcpResources.Refuses)
+		default:
+			parsed[f.key] = q
+		}
+	}
+	mem, okMem := parsed["kcp.resources.memory"]
+	limit, okLimit := parsed["kcp.resources.memoryLimit"]
+	if okMem && okLimit && mem.Cmp(limit) > 0 {
+		errs.addf(ruleKcpResources, "kcp.resources.memory", r.Memory, "%s: above kcp.resources.memoryLimit %s", ruleKcpResources.Refuses, r.MemoryLimit)
 	}
 }
 

@@ -5,8 +5,9 @@
 # pulumi-resource-kubernetes plugin, and the real controllers: kcp-operator and
 # cert-manager's controller from ../shared/thirdparty, the Envoy Gateway control plane
 # and the Helm CLI that renders its chart; kcp and kcp-front-proxy from the kcp source
-# in ../shared/thirdparty, which run the operator's command lines), puts them on PATH
-# and runs the test.
+# in ../shared/thirdparty; the real node's kubelet, kube-proxy, containerd, CNI plugins,
+# CoreDNS, busybox and etcd's image tools), puts them on PATH and runs the test as root
+# (the node needs a bridge, iptables and mounts).
 #
 # Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run 'TestKindStackEndToEnd/lifecycle'
 #
@@ -19,9 +20,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-eval "$("$ROOT/hack/build-tools.sh" env kube etcd kwok pulumi provider kcp-operator cert-manager envoy-gateway helm kcp)"
-for bin in kube-apiserver kube-controller-manager kube-scheduler etcd kwok pulumi pulumi-resource-kubernetes \
-  kcp-operator cert-manager-controller envoy-gateway helm kcp kcp-front-proxy; do
+eval "$("$ROOT/hack/build-tools.sh" env kube etcd node kwok pulumi provider kcp-operator cert-manager envoy-gateway helm kcp coredns)"
+for bin in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd kwok pulumi pulumi-resource-kubernetes \
+  kcp-operator cert-manager-controller envoy-gateway helm kcp kcp-front-proxy coredns containerd busybox; do
   command -v "$bin" >/dev/null || { echo "e2e: $bin not found after build" >&2; exit 1; }
 done
 

@@ -186,6 +186,16 @@ var refusals = []refusal{
 		key: "etcd.members", value: "2", says: "1, 3 or 5"},
 	{name: "etcd zero members", rule: "etcd-members", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", 0) },
 		key: "etcd.members", value: "0", says: "1, 3 or 5"},
+	{name: "kcp cpu not a quantity", rule: "kcp-resources", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "resources.cpu", "one") },
+		key: "kcp.resources.cpu", value: "one", says: "quantities must match the regular expression"},
+	{name: "kcp cpu zero", rule: "kcp-resources", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "resources.cpu", "0") },
+		key: "kcp.resources.cpu", value: "0", says: "greater than zero"},
+	{name: "kcp memory above its limit", rule: "kcp-resources", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "kcp", "resources.memory", "3Gi")
+		setIn(v, "kcp", "resources.memoryLimit", "2Gi")
+	}, key: "kcp.resources.memory", value: "3Gi", says: "above kcp.resources.memoryLimit 2Gi"},
+	{name: "kcp memory limit negative", rule: "kcp-resources", stack: "kind", edit: func(v map[string]any) { setIn(v, "kcp", "resources.memoryLimit", "-2Gi") },
+		key: "kcp.resources.memoryLimit", value: "-2Gi", says: "greater than zero"},
 	{name: "etcd volume size", rule: "etcd-volume-size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "20GB") },
 		key: "etcd.volumeSize", value: "20GB", says: "size"},
 	{name: "etcd volume size zero", rule: "etcd-volume-size", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "0Gi") },
@@ -368,6 +378,11 @@ var acceptances = []acceptance{
 		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": ".ca.crt"})
 	}},
 	{name: "etcd volume size 1.5Gi", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "1.5Gi") }},
+	{name: "kcp memory equal to its limit, cpu in millicores", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "kcp", "resources.memory", "2Gi")
+		setIn(v, "kcp", "resources.memoryLimit", "2Gi")
+		setIn(v, "kcp", "resources.cpu", "1m")
+	}},
 	{name: "etcd volume size 2G", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "2G") }},
 	{name: "etcd volume size in exponent form", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "5e10") }},
 	{name: "etcd volume size of one byte", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "1") }},

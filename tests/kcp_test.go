@@ -58,6 +58,27 @@ func TestEveryKcpImageUsesThePinnedVersion(t *testing.T) {
 	require.Equal(t, "v0.33.1", getString(t, inputs(object(t, rec, "RootShard", "root")), "spec.proxy.image.tag"))
 }
 
+// Every kcp server requests what kcp.resources says, with a memory limit and no CPU limit;
+// kind's default CPU request leaves room for a rollout's surge pod on a small machine.
+func TestEveryKcpServerRequestsTheConfiguredResources(t *testing.T) {
+	wantCPU := map[string]string{"kind": config.DefaultKindKcpCPU, "gke": config.DefaultGKEKcpCPU}
+	for _, stack := range stacks {
+		rec := runStack(t, stack)
+		servers := append(declared(t, rec, "kubernetes:operator.kcp.io/v1alpha1:RootShard"), declared(t, rec, "kubernetes:operator.kcp.io/v1alpha1:Shard")...)
+		require.Len(t, servers, 2, stack)
+		for _, res := range servers {
+			r := get(t, inputs(res), "spec.resources").(map[string]any)
+			require.Equal(t, map[string]any{"cpu": wantCPU[stack], "memory": config.DefaultKcpMemory}, r["requests"], "%s %s", stack, res.URN)
+			require.Equal(t, map[string]any{"memory": config.DefaultKcpMemoryLimit}, r["limits"], "%s %s", stack, res.URN)
+		}
+	}
+	values := stackValues(t, "kind")
+	setIn(values, "kcp", "resources.cpu", "250m")
+	rec, err := runValues(t, "kind", values, mockstack.Options{})
+	require.NoError(t, err)
+	require.Equal(t, "250m", getString(t, inputs(object(t, rec, "Shard", "alpha")), "spec.resources.requests.cpu"))
+}
+
 // Enable CacheAPIs, and set the virtual-workspace URL to the shard's public hostname.
 func TestEveryShardEnablesCacheAPIsAndAdvertisesItsVirtualWorkspaceURL(t *testing.T) {
 	for _, stack := range stacks {

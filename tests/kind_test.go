@@ -17,9 +17,9 @@ import (
 // Inside the kind cluster each shard hostname resolves to its owned Service: CoreDNS
 // reads a hosts file from a ConfigMap of ours (deleted on destroy). kubeadm's Corefile
 // ConfigMap is not written at all: CoreDNS reads a Corefile of ours (kubeadm's plus the
-// hosts stanza), which a patch of kubeadm's Deployment mounts over /etc/coredns/Corefile
-// with a subPath. The patch adds entries only and is not forced; it and the Corefile are
-// retained on destroy, since CoreDNS's pods mount that Corefile.
+// hosts stanza), to which a patch of kubeadm's Deployment points kubeadm's config-volume
+// (the one field it forces; nothing can be mounted inside that read-only volume). The
+// patch and the Corefile are retained on destroy, since CoreDNS's pods mount that Corefile.
 func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	rec, cfg := runStack(t, "kind"), shippedConfig(t, "kind")
 	hosts := object(t, rec, "ConfigMap", naming.SplitHorizonHostsConfigMap)
@@ -39,7 +39,7 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	require.True(t, corefileMap.RetainOnDelete, "CoreDNS's pods mount it: destroy keeps it")
 	require.Equal(t, naming.NamespaceKubeSystem, getString(t, inputs(corefileMap), "metadata.namespace"))
 	corefile := getString(t, inputs(corefileMap), "data.Corefile")
-	require.Contains(t, corefile, "hosts /etc/coredns/railgrid-kcp/hosts {\n        fallthrough\n    }")
+	require.Contains(t, corefile, "hosts /etc/railgrid-kcp/hosts {\n        fallthrough\n    }")
 	require.True(t, strings.HasPrefix(corefile, ".:53 {\n    # railgrid-kcp split horizon: BEGIN"), corefile)
 	require.Contains(t, corefile, "forward . /etc/resolv.conf", "the rest of kubeadm's Corefile is kept")
 
@@ -47,7 +47,8 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	require.True(t, ok)
 	require.True(t, deploy.RetainOnDelete)
 	require.True(t, rec.DependsOnTransitively(deploy.URN, corefileMap.URN), "the pods mount the Corefile once it exists")
-	require.Nil(t, getOptional(inputs(deploy), "metadata", "annotations", "pulumi.com/patchForce"), "kubeadm's Deployment is shared: never forced")
+	require.Equal(t, "true", getString(t, inputs(deploy), "metadata.annotations.pulumi\\.com/patchForce"),
+		"the config-volume's ConfigMap name is kubeadm's field: the patch must force it")
 	// The provider diffs lists by position; without this every run shows a change.
 	require.ElementsMatch(t, []string{"spec.template.spec.containers", "spec.template.spec.volumes"}, deploy.IgnoreChanges)
 	provider, ok := rec.Find("pulumi:providers:kubernetes", "railgrid-kcp-kind-k8s")
@@ -56,12 +57,12 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	require.Nil(t, inputs(provider)["enablePatchForce"], "no forced apply on every object")
 	require.Equal(t, true, get(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.optional"))
 	require.Equal(t, naming.SplitHorizonHostsConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[0].configMap.name"))
-	require.Equal(t, "/etc/coredns/railgrid-kcp", getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[0].mountPath"))
+	mounts := get(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts").([]any)
+	require.Len(t, mounts, 1, "only the hosts directory is mounted; nothing inside kubeadm's read-only /etc/coredns")
+	require.Equal(t, "/etc/railgrid-kcp", getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[0].mountPath"))
+	require.Equal(t, components.CoreDNSConfigVolume, getString(t, inputs(deploy), "spec.template.spec.volumes[1].name"))
 	require.Equal(t, naming.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[1].configMap.name"))
 	require.Nil(t, getOptional(get(t, inputs(deploy), "spec.template.spec.volumes[1]"), "configMap", "optional"), "a missing Corefile must keep the pod from starting, not start CoreDNS on an empty file")
-	require.Equal(t, components.CorefilePath, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].mountPath"))
-	require.Equal(t, components.CorefileKey, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].subPath"))
-	require.Equal(t, naming.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[1].name"))
 	// The answers wait for their shards; the Corefile, its read of kubeadm's Corefile and
 	// the mount do not, so a preview of an added shard knows they stay as they are.
 	alpha := object(t, rec, "Shard", cfg.Kcp.Shards[0].Name)
@@ -73,7 +74,7 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(corefile))
 	require.Equal(t, hex.EncodeToString(sum[:]), getString(t, inputs(deploy), "spec.template.metadata.annotations.railgrid\\.io/corefile-sha256"),
-		"a changed Corefile rolls CoreDNS (a subPath mount does not follow its ConfigMap)")
+		"a changed Corefile rolls CoreDNS at once")
 }
 
 // kind exposes every hostname through Envoy Gateway with TLS passthrough (client

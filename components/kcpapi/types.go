@@ -118,6 +118,13 @@ type CommonShardSpec struct {
 	CertificateTemplates map[string]CertificateTemplate `json:"certificateTemplates,omitempty"`
 	Auth                 *AuthSpec                      `json:"auth,omitempty"`
 	Etcd                 EtcdConfig                     `json:"etcd"`
+	Resources            *ResourceRequirements          `json:"resources,omitempty"`
+}
+
+// ResourceRequirements are a container's requests and limits, as corev1 spells them.
+type ResourceRequirements struct {
+	Requests map[string]string `json:"requests,omitempty"`
+	Limits   map[string]string `json:"limits,omitempty"`
 }
 
 // RootShardProxySpec configures the operator's internal proxy in front of the root shard.

@@ -5,10 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,40 +16,52 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // kubeContext is the kubeconfig context the stack's kind.context points at.
 const kubeContext = "railgrid-e2e"
 
-// cluster is a Kubernetes control plane without containers: etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok (which plays the kubelet of three fake
-// nodes), all on loopback and stopped when the (sub)test ends.
+// cluster is a Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler) with one real node (kubelet, kube-proxy and containerd on a bridge of
+// the test's own, node_test.go) and three nodes simulated by kwok, stopped and removed
+// when the (sub)test ends.
 type cluster struct {
-	dir        string
-	host       string
-	token      string
-	caPEM      []byte
-	kubeconfig string // admin kubeconfig with context kubeContext
-	rest       *rest.Config
-	kube       kubernetes.Interface
-	dyn        dynamic.Interface
-	apiserver  *testenv.Process
-	procs      []*testenv.Process
+	dir         string
+	host        string
+	token       string
+	caPEM       []byte
+	kubeconfig  string // admin kubeconfig with context kubeContext
+	serviceCIDR string
+	rest        *rest.Config
+	kube        kubernetes.Interface
+	dyn         dynamic.Interface
+	apiserver   *testenv.Process
+	procs       []*testenv.Process
+	node        *testenv.Node
 }
 
-// startCluster starts the control plane in dir with the given Service range and waits
-// until the API server is ready and kwok runs pods on the fake nodes.
-func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, serviceCIDR string) *cluster {
+// startCluster starts the control plane in dir with the given Service range, on the
+// gateway address of the real node's network, and the real node with the given images;
+// it waits until the API server is ready and the node is Ready. kwok starts too; its
+// nodes are created by prepareCluster.
+func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, serviceCIDR string, images []string) *cluster {
 	t.Helper()
 	start := time.Now()
+	services, err := netip.ParsePrefix(serviceCIDR)
+	if err != nil {
+		t.Fatalf("the stack's Service range %q: %v", serviceCIDR, err)
+	}
+	network := testenv.SetUpNodeNetwork(t, dir, testenv.NodeNetworkOptions{
+		Bridge: nodeBridge, PodCIDR: podCIDR, ServiceCIDR: services, Blackholes: []netip.Prefix{kwokCIDR},
+	})
 	server := testenv.StartAPIServer(t, ctx, testenv.APIServerOptions{
 		KubeAPIServer: bins.kubeAPIServer, Etcd: bins.etcd, Dir: dir, ServiceCIDR: serviceCIDR, Name: "e2e",
+		BindAddress: network.Gateway.String(), DefaultNodeSelector: realNodeSelector,
 	})
 	pki := server.PKI
 	c := &cluster{dir: dir, host: server.Host, token: server.Token, caPEM: pki.CAPEM, apiserver: server.Process,
-		procs: []*testenv.Process{server.Etcd, server.Process}}
+		serviceCIDR: serviceCIDR, procs: []*testenv.Process{server.Etcd, server.Process}}
 
 	c.kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := server.WriteKubeconfig(c.kubeconfig, kubeContext); err != nil {
@@ -57,7 +69,6 @@ func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, service
 	}
 	c.rest = server.RESTConfig()
 	c.rest.QPS, c.rest.Burst, c.rest.UserAgent = 100, 200, "railgrid-kcp-e2e"
-	var err error
 	if c.kube, err = kubernetes.NewForConfig(c.rest); err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +77,10 @@ func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, service
 	}
 
 	// Controllers: everything a cluster needs for Deployments, StatefulSets, volumes,
-	// namespaces and garbage collection; nothing that needs a cloud, a pod network or
-	// certificate signing. The fake nodes heartbeat rarely (kwok renews their leases),
-	// so the node lifecycle controller gets a long grace period.
+	// namespaces and garbage collection; nothing that needs a cloud, node IPAM (the real
+	// node's range is the bridge's) or certificate signing. The fake nodes heartbeat
+	// rarely (kwok renews their leases), so the node lifecycle controller gets a long
+	// grace period.
 	kcm := testenv.StartProcess(t, "kube-controller-manager", bins.kubeControllerManager, filepath.Join(dir, "kube-controller-manager.log"),
 		"--kubeconfig="+c.kubeconfig,
 		"--bind-address="+testenv.Loopback,
@@ -105,7 +117,7 @@ func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, service
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--node-lease-duration-seconds=40",
 		"--node-ip="+testenv.Loopback,
-		"--cidr=10.244.0.0/16",
+		"--cidr="+kwokCIDR.String(),
 	)
 	c.procs = append(c.procs, kcm, scheduler, kwok)
 	t.Cleanup(func() {
@@ -115,7 +127,8 @@ func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, service
 			}
 		}
 	})
-	t.Logf("control plane up in %s (API server %s)", time.Since(start).Round(time.Millisecond), c.host)
+	c.node = startRealNode(t, ctx, c, bins, server, network, images)
+	t.Logf("control plane and real node up in %s (API server %s)", time.Since(start).Round(time.Millisecond), c.host)
 	return c
 }
 
@@ -159,11 +172,6 @@ func kwokStages(ctx context.Context) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			if set == "pod/fast" && filepath.Base(f) == "pod-ready.yaml" {
-				if data, err = delayedPodReady(data); err != nil {
-					return nil, fmt.Errorf("%s: %w", f, err)
-				}
-			}
 			stages.WriteString("---\n")
 			stages.Write(data)
 			stages.WriteString("\n")
@@ -173,28 +181,4 @@ func kwokStages(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("no kwok stages under %s", dir)
 	}
 	return stages.Bytes(), nil
-}
-
-// kcpPodReadyDelay is how long kwok takes to make a pod in kcp-system or kcp-operator
-// Ready: a real kcp server takes seconds to start, and the upgrade order (root shard
-// before shards and front proxy), the interrupted up and the kill while Helm installs
-// the operator (Helm waits for its Deployment) are only tested if that window exists.
-const kcpPodReadyDelay = 3 * time.Second
-
-// delayedPodReady splits kwok's pod-ready stage in two: pods in kcp-system and
-// kcp-operator become Ready after kcpPodReadyDelay, every other pod at once, as before.
-func delayedPodReady(stage []byte) ([]byte, error) {
-	const anchor = "    matchExpressions:\n"
-	text := string(stage)
-	if !strings.Contains(text, anchor) || !strings.Contains(text, "name: pod-ready\n") || !strings.Contains(text, "spec:\n") {
-		return nil, fmt.Errorf("kwok's pod-ready stage no longer has the shape this test edits")
-	}
-	ns := func(op string) string {
-		return anchor + "    - key: '.metadata.namespace'\n      operator: '" + op + "'\n      values:\n      - '" + naming.NamespaceKcp + "'\n      - '" + naming.NamespaceOperator + "'\n"
-	}
-	others := strings.Replace(text, anchor, ns("NotIn"), 1)
-	kcp := strings.Replace(text, anchor, ns("In"), 1)
-	kcp = strings.Replace(kcp, "name: pod-ready\n", "name: pod-ready-kcp\n", 1)
-	kcp = strings.Replace(kcp, "spec:\n", fmt.Sprintf("spec:\n  delay:\n    durationMilliseconds: %d\n", kcpPodReadyDelay.Milliseconds()), 1)
-	return []byte(others + "\n---\n" + kcp), nil
 }

@@ -96,7 +96,7 @@ func checkCoreDNSReadsOurCorefile(t *testing.T, ctx context.Context, e *env, p r
 	if from != naming.SplitHorizonCorefileConfigMap {
 		t.Errorf("CoreDNS reads its Corefile from ConfigMap %q, want %q", from, naming.SplitHorizonCorefileConfigMap)
 	}
-	if want := strings.Replace(mockstack.KindCorefile, ".:53 {\n", ".:53 {\n    # railgrid-kcp split horizon: BEGIN\n    hosts /etc/coredns/railgrid-kcp/hosts {\n        fallthrough\n    }\n    # railgrid-kcp split horizon: END\n", 1); corefile != want {
+	if want := strings.Replace(mockstack.KindCorefile, ".:53 {\n", ".:53 {\n    # railgrid-kcp split horizon: BEGIN\n    hosts /etc/railgrid-kcp/hosts {\n        fallthrough\n    }\n    # railgrid-kcp split horizon: END\n", 1); corefile != want {
 		t.Errorf("CoreDNS reads this Corefile:\n%s\nwant kubeadm's with the hosts stanza:\n%s", indent([]string{corefile}), indent([]string{want}))
 	}
 	if wantHosts {

@@ -221,28 +221,14 @@ func retireShard(t *testing.T, ctx context.Context, e *env, before rendered, nam
 	snap := takeSnapshot(t, ctx, e)
 	uctx, cancel := context.WithTimeout(ctx, upTimeout)
 	defer cancel()
-	e.ctl.resetLifted()
-	lifted := e.ctl.liftShardFinalizers(uctx)
 	start := time.Now()
 	res, log, err := s.up(uctx, nil)
 	took := time.Since(start).Round(time.Second)
-	records := lifted()
 	if err != nil {
 		t.Fatalf("%s up failed after %s: %v\n%s", label, took, err, indent(log.diagnostics()))
 	}
 	t.Logf("%s up (%s): %s in %s", label, name, changeCounts(summaryOf(res.Summary)), took)
 	checkOnlyPlannedChanges(t, label+" up", log, before, after)
-	// The test removed the operator's finalizer of this Shard only, after the operator
-	// reported it could not reach the root shard's kcp API (no kcp runs here).
-	var got []string
-	for _, l := range records {
-		got = append(got, l.Shard)
-		t.Logf("lifted %s from Shard %s at %s, after the operator reported: %s", shardFinalizer, l.Shard, l.At.Format("15:04:05.000"), l.Report)
-	}
-	if want := []string{naming.NamespaceKcp + "/" + name}; !slices.Equal(got, want) {
-		t.Errorf("the test lifted the shard finalizer of %v, want exactly %v", got, want)
-	}
-	e.ctl.resetLifted()
 	snap.checkUntouched(t, ctx, e, name, map[string]bool{name: true})
 
 	// Gone: the Shard, its Service, its route, its DNS answer, its etcd StatefulSet.
@@ -654,11 +640,4 @@ func (s *e2eStack) editKcp(edit func(kcp map[string]any)) rendered {
 		s.t.Fatal(err)
 	}
 	return before
-}
-
-// resetLifted forgets the finalizers lifted so far, so that destroy's check sees only its own.
-func (ctl *controllers) resetLifted() {
-	ctl.mu.Lock()
-	defer ctl.mu.Unlock()
-	ctl.lifted = nil
 }

@@ -28,8 +28,11 @@ import (
 type privateLaunch struct {
 	name, bin, dir string
 	certs, config  string // host directories bound read-only at /certs and /config
-	apiServer      string // host:port of the API server, forwarded into the namespace at the same address
-	env, args      []string
+	apiServer      string // host:port of the API server
+	// inside is the loopback host:port in the namespace where the API server is
+	// forwarded (the API server's own address is the bridge's, absent in the namespace).
+	inside    string
+	env, args []string
 }
 
 // privateRootScript runs under `unshare --net --mount` (mounts private), before the
@@ -86,7 +89,7 @@ func launchInPrivateNamespaces(ctx context.Context, l privateLaunch) (*testenv.P
 		return fail(fmt.Errorf("the private namespaces were not set up: %w", err))
 	}
 	// unshare execs the script in place: the process's namespace is the new one.
-	ln, err := listenInNetns(p.Pid(), l.apiServer)
+	ln, err := listenInNetns(p.Pid(), l.inside)
 	if err != nil {
 		return fail(err)
 	}

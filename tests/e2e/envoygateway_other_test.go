@@ -13,6 +13,7 @@ type privateLaunch struct {
 	name, bin, dir string
 	certs, config  string
 	apiServer      string
+	inside         string
 	env, args      []string
 }
 

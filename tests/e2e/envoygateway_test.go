@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,16 +188,24 @@ func startEnvoyGateway(t *testing.T, ctx context.Context, c *cluster, root, dir 
 	if err := os.WriteFile(filepath.Join(confDir, "envoy-gateway.yaml"), []byte(egConfig), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeImpersonatingKubeconfig(c, naming.NamespaceEnvoyGateway, envoyGatewaySA, c.host, filepath.Join(confDir, "kubeconfig")); err != nil {
+	// Inside its network namespace the API server is forwarded to loopback, at the same
+	// port (the serving certificate holds 127.0.0.1); the same identity is checked from here.
+	_, apiPort, _ := net.SplitHostPort(strings.TrimPrefix(c.host, "https://"))
+	inside := net.JoinHostPort(testenv.Loopback, apiPort)
+	if err := writeImpersonatingKubeconfig(c, naming.NamespaceEnvoyGateway, envoyGatewaySA, "https://"+inside, filepath.Join(confDir, "kubeconfig")); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkImpersonation(ctx, filepath.Join(confDir, "kubeconfig")); err != nil {
+	hostSide := filepath.Join(dir, "envoy-gateway.host.kubeconfig")
+	if err := writeImpersonatingKubeconfig(c, naming.NamespaceEnvoyGateway, envoyGatewaySA, c.host, hostSide); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkImpersonation(ctx, hostSide); err != nil {
 		t.Fatal(err)
 	}
 	eg := &envoyGateway{user: serviceAccountUser(naming.NamespaceEnvoyGateway, envoyGatewaySA), version: version, config: egConfig}
 	eg.proc, eg.forwarded, err = launchInPrivateNamespaces(ctx, privateLaunch{
 		name: "envoy-gateway", bin: egBin, dir: dir, certs: certs, config: confDir,
-		apiServer: strings.TrimPrefix(c.host, "https://"),
+		apiServer: strings.TrimPrefix(c.host, "https://"), inside: inside,
 		env: []string{"KUBECONFIG=/config/kubeconfig", "ENVOY_GATEWAY_NAMESPACE=" + naming.NamespaceEnvoyGateway,
 			"KUBERNETES_CLUSTER_DOMAIN=cluster.local"},
 		args: []string{"server", "--config-path=/config/envoy-gateway.yaml"},

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
@@ -74,30 +74,23 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	}, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 		t.Fatalf("creating StorageClass standard: %v", err)
 	}
-	for _, ns := range []string{naming.NamespaceEnvoyGateway, certManagerNamespace} {
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-			metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+	// Envoy Gateway's namespace runs its proxy pods on the kwok nodes: no Envoy binary
+	// can be built here. Every other pod goes to the real node (the API server's default
+	// node selector).
+	for ns, selector := range map[string]string{naming.NamespaceEnvoyGateway: kwokNodeSelector, certManagerNamespace: ""} {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if selector != "" {
+			obj.Annotations = map[string]string{namespaceNodeSelector: selector}
+		}
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 			t.Fatalf("creating namespace %s: %v", ns, err)
 		}
 	}
 
-	// kubeadm's CoreDNS, written with kubeadm's field manager like on a kind node.
-	if _, err := kube.CoreV1().ServiceAccounts(naming.NamespaceKubeSystem).Create(ctx,
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
-		t.Fatalf("creating the coredns ServiceAccount: %v", err)
-	}
-	if _, err := kube.CoreV1().ConfigMaps(naming.NamespaceKubeSystem).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: components.CoreDNSConfigMap},
-		Data:       map[string]string{"Corefile": mockstack.KindCorefile},
-	}, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
-		t.Fatalf("creating the coredns ConfigMap: %v", err)
-	}
-	var deploy appsv1.Deployment
-	if err := yaml.Unmarshal([]byte(testenv.KubeadmCoreDNSDeployment), &deploy); err != nil {
+	// kubeadm's CoreDNS, written with kubeadm's field manager like on a kind node; it
+	// runs on the real node and is the cluster's DNS.
+	if err := testenv.CreateKubeadmCoreDNS(ctx, kube, clusterDNSIP(t, c), mockstack.KindCorefile); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Create(ctx, &deploy, metav1.CreateOptions{FieldManager: "kubeadm"}); err != nil {
-		t.Fatalf("creating the coredns Deployment: %v", err)
 	}
 
 	// The CRDs of every kind the stack declares that the bare API server does not serve,
@@ -140,8 +133,8 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 		t.Fatal(err)
 	}
 
-	// The fake nodes must be Ready and kwok must run pods before anything else can be
-	// tested: CoreDNS rolling out proves both.
+	// The real node must run pods before anything else can be tested: CoreDNS rolling
+	// out proves it (kwok's nodes are Ready once kwok has seen them).
 	if err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
 		if err := c.running(); err != nil {
 			return false, err
@@ -152,9 +145,9 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 		}
 		return deploymentReady(d.Generation, d.Status, d.Spec.Replicas), nil
 	}); err != nil {
-		t.Fatalf("kube-system/coredns did not roll out on the kwok nodes: %v", err)
+		t.Fatalf("kube-system/coredns did not roll out on the real node: %v\n%s", err, testenv.PodProblems(ctx, c.kube, naming.NamespaceKubeSystem))
 	}
-	t.Logf("cluster prepared in %s: %d nodes in zones %v, StorageClass standard, CoreDNS, %d CRDs",
+	t.Logf("cluster prepared in %s: the real node and %d kwok nodes in zones %v, StorageClass standard, CoreDNS, %d CRDs",
 		time.Since(start).Round(time.Millisecond), len(zones), zones, len(crds))
 }
 
@@ -204,9 +197,10 @@ func selectCRDs(dir string, kinds map[string]bool) ([]*unstructured.Unstructured
 }
 
 // volumeBinder plays the storage provisioner of the StorageClass "standard": for every
-// pending claim of that class it creates a hostPath PersistentVolume reserved for the
-// claim (claimRef), which the PV controller then binds. The volumes are only API
-// objects: kwok runs no containers and mounts nothing.
+// pending claim of that class it creates a directory under the cluster's dir and a
+// hostPath PersistentVolume of it reserved for the claim (claimRef), which the PV
+// controller then binds and the real node mounts. The directory is writable by all, as a
+// provisioner's volume is for a pod's non-root user (etcd runs as one).
 type volumeBinder struct {
 	mu      sync.Mutex
 	created []string
@@ -261,7 +255,14 @@ func (b *volumeBinder) sync(ctx context.Context, c *cluster) error {
 		if size.IsZero() {
 			size = resource.MustParse("1Gi")
 		}
-		hostPath := corev1.HostPathDirectoryOrCreate
+		dir := filepath.Join(c.dir, "volumes", string(pvc.UID))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
+		hostPath := corev1.HostPathDirectory
 		pv := &corev1.PersistentVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"railgrid.io/e2e-volume": "true"}},
 			Spec: corev1.PersistentVolumeSpec{
@@ -274,7 +275,7 @@ func (b *volumeBinder) sync(ctx context.Context, c *cluster) error {
 					Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
 				},
 				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: "/var/lib/railgrid-e2e/" + string(pvc.UID), Type: &hostPath,
+					Path: dir, Type: &hostPath,
 				}},
 			},
 		}

@@ -18,8 +18,8 @@ import (
 // no duplicate or orphaned object. The CLI cancels gracefully: it records the root shard
 // with the interrupted wait as its init error, so the next up waits for it again before
 // it creates what needs it. The window is real: the operator has certificates issued by
-// cert-manager before it creates root-kcp, and kwok makes kcp pods Ready only after a
-// delay (kwokStages).
+// cert-manager before it creates root-kcp, and kcp takes seconds to start on the real
+// node.
 func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	e := newEnv(t, ctx, bins, src, envOptions{})
 	s, p, root := e.stack, e.plan, src.root

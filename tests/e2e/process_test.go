@@ -38,6 +38,10 @@ type binaries struct {
 	// kcpServers are the kcp servers built from the kcp source, by name: kcp and
 	// kcp-front-proxy (kcpflags_test.go runs the operator's command lines through them).
 	kcpServers map[string]string
+	// The real node: its servers, and what its images hold besides kcp and the operator.
+	node             testenv.NodeBinaries
+	coredns, busybox string
+	etcdImage        [3]string // etcd, etcdctl and etcdutl at the etcd image's version
 }
 
 // findBinaries looks every executable up on PATH. A missing one fails the test: an e2e
@@ -57,9 +61,13 @@ func findBinaries(t *testing.T) binaries {
 		kcpOperator:           find("kcp-operator"),
 		certManager:           find("cert-manager-controller"),
 		kcpServers:            map[string]string{"kcp": find("kcp"), "kcp-front-proxy": find("kcp-front-proxy")},
+		node:                  testenv.FindNodeBinaries(&exe),
+		coredns:               find("coredns"),
+		busybox:               find("busybox"),
+		etcdImage:             testenv.EtcdImageBinaries(t, &exe),
 	}
 	exe.Require(t, "the e2e test", "Build them and run the test with hack/e2e.sh "+
-		"(or: eval \"$(hack/build-tools.sh env kube etcd kwok pulumi provider kcp-operator cert-manager envoy-gateway helm kcp)\")", envSkip)
+		"(or: eval \"$(hack/build-tools.sh env kube etcd node kwok pulumi provider kcp-operator cert-manager envoy-gateway helm kcp coredns)\")", envSkip)
 	return b
 }
 

@@ -109,24 +109,3 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 	checkNoPlaintext(t, ctx, e, *creds)
 	checkNoChanges(t, ctx, s, fmt.Sprintf("post-remint-%d", gen))
 }
-
-// checkLiftedFinalizers checks what the test did to let destroy finish: it removed the
-// operator's cleanup-shard finalizer of each of the stack's Shards, each only after the
-// operator had reported that it could not remove the shard from the root shard, and
-// nothing else.
-func checkLiftedFinalizers(t *testing.T, p rendered, lifted []liftRecord) {
-	t.Helper()
-	var want, got []string
-	for _, sh := range p.cfg.Kcp.Shards {
-		want = append(want, naming.NamespaceKcp+"/"+sh.Name)
-	}
-	for _, l := range lifted {
-		got = append(got, l.Shard)
-		t.Logf("lifted %s from Shard %s at %s, after the operator reported: %s", shardFinalizer, l.Shard, l.At.Format("15:04:05.000"), l.Report)
-	}
-	slices.Sort(want)
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Errorf("the test lifted the shard finalizer of %v, want exactly the stack's Shards %v", got, want)
-	}
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,24 +25,6 @@ import (
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
-
-// etcdImageBinaries finds etcd, etcdctl and etcdutl at the etcd image's version
-// (hack/build-tools.sh etcdtools, which builds them, or waits for a build under way), not
-// on PATH: their etcd would shadow the API server's.
-func etcdImageBinaries(t *testing.T, e *testenv.Executables) [3]string {
-	var bins [3]string
-	cmd := exec.Command(filepath.Join(testenv.RepoRoot(t), "hack", "build-tools.sh"), "etcdtools")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	dir := strings.TrimSpace(string(out))
-	for i, name := range []string{"etcd", "etcdctl", "etcdutl"} {
-		bins[i] = filepath.Join(dir, name)
-		if _, serr := os.Stat(bins[i]); err != nil || serr != nil {
-			e.Find(name+"-of-the-etcd-image (hack/build-tools.sh etcdtools)", "")
-		}
-	}
-	return bins
-}
 
 // kindPlan renders the shipped kind stack under mocks, as cmd/plan does.
 func kindPlan(t *testing.T) []plan.Object {
@@ -128,7 +109,7 @@ func etcdOfTheKindPlanRuns(t *testing.T, ctx context.Context, server *testenv.AP
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatalf("etcd/%s did not become Ready: %v\n%s", pod, err, podProblems(ctx, kube, "etcd"))
+		t.Fatalf("etcd/%s did not become Ready: %v\n%s", pod, err, testenv.PodProblems(ctx, kube, "etcd"))
 	}
 	if last.Spec.NodeName != node.Name {
 		t.Errorf("etcd/%s runs on %q, want the real node %s", pod, last.Spec.NodeName, node.Name)

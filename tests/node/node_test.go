@@ -17,10 +17,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
@@ -38,8 +36,7 @@ var (
 )
 
 const (
-	coreDNSImage = "registry.k8s.io/coredns/coredns:v1.12.1"
-	probeImage   = "railgrid.test/probe:busybox"
+	probeImage = "railgrid.test/probe:busybox"
 )
 
 // TestRealNodeRunsPodsWithNothingLeavingTheMachine starts a control plane on the node
@@ -60,7 +57,7 @@ func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 	var exe testenv.Executables
 	apiserver, kcm, scheduler, etcd := exe.Find("kube-apiserver", ""), exe.Find("kube-controller-manager", ""), exe.Find("kube-scheduler", ""), exe.Find("etcd", "")
 	coredns, busybox := exe.Find("coredns", ""), exe.Find("busybox", "")
-	etcdImageBins := etcdImageBinaries(t, &exe)
+	etcdImageBins := testenv.EtcdImageBinaries(t, &exe)
 	nodeBins := testenv.FindNodeBinaries(&exe)
 	exe.Require(t, "the node test", `eval "$(hack/build-tools.sh env kube etcd coredns node)"`, envSkip)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -98,7 +95,7 @@ func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 	var tarballs []string
 	for _, img := range []testenv.Image{
 		testenv.PauseImage(testenv.BuildPause(t, images)),
-		testenv.CoreDNSImage(coreDNSImage, coredns),
+		testenv.CoreDNSImage(testenv.KubeadmCoreDNSImage(), coredns),
 		testenv.BusyboxImage(probeImage, busybox, "sh", "nslookup", "cat"),
 		testenv.EtcdImage(kindEtcdImage(t), etcdImageBins[0], etcdImageBins[1], etcdImageBins[2]),
 	} {
@@ -143,7 +140,7 @@ func corednsAnswersFromPods(t *testing.T, ctx context.Context, kube kubernetes.I
 		ready = d
 		return d.Status.ReadyReplicas == *d.Spec.Replicas, nil
 	}); err != nil {
-		t.Fatalf("CoreDNS did not become Ready (%d of 2 ready): %v\n%s", ready.Status.ReadyReplicas, err, podProblems(ctx, kube, "kube-system"))
+		t.Fatalf("CoreDNS did not become Ready (%d of 2 ready): %v\n%s", ready.Status.ReadyReplicas, err, testenv.PodProblems(ctx, kube, "kube-system"))
 	}
 	pods, err := kube.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
 	if err != nil {
@@ -232,43 +229,9 @@ func checkCanFail(t *testing.T, network *testenv.NodeNetwork) {
 // startCoreDNS creates what kubeadm creates for CoreDNS, with kind's Corefile.
 func startCoreDNS(t *testing.T, ctx context.Context, kube kubernetes.Interface) {
 	t.Helper()
-	var svc corev1.Service
-	if err := yaml.Unmarshal(fmt.Appendf(nil, testenv.KubeadmKubeDNSService, clusterDNS), &svc); err != nil {
+	if err := testenv.CreateKubeadmCoreDNS(ctx, kube, clusterDNS, mockstack.KindCorefile); err != nil {
 		t.Fatal(err)
 	}
-	var role rbacv1.ClusterRole
-	var binding rbacv1.ClusterRoleBinding
-	docs := strings.Split(testenv.KubeadmCoreDNSRBAC, "\n---\n")
-	if err := yaml.Unmarshal([]byte(docs[0]), &role); err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal([]byte(docs[1]), &binding); err != nil {
-		t.Fatal(err)
-	}
-	var deploy appsv1.Deployment
-	if err := yaml.Unmarshal([]byte(testenv.KubeadmCoreDNSDeployment), &deploy); err != nil {
-		t.Fatal(err)
-	}
-	create := func(what string, err error) {
-		if err != nil {
-			t.Fatalf("creating %s: %v", what, err)
-		}
-	}
-	opts := metav1.CreateOptions{FieldManager: "kubeadm"}
-	_, err := kube.CoreV1().Services("kube-system").Create(ctx, &svc, opts)
-	create("Service kube-dns", err)
-	_, err = kube.RbacV1().ClusterRoles().Create(ctx, &role, opts)
-	create("ClusterRole system:coredns", err)
-	_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &binding, opts)
-	create("ClusterRoleBinding system:coredns", err)
-	_, err = kube.CoreV1().ServiceAccounts("kube-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, opts)
-	create("ServiceAccount coredns", err)
-	_, err = kube.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "coredns"}, Data: map[string]string{"Corefile": mockstack.KindCorefile}}, opts)
-	create("ConfigMap coredns", err)
-	deploy.Spec.Template.Spec.Containers[0].Image = coreDNSImage
-	_, err = kube.AppsV1().Deployments("kube-system").Create(ctx, &deploy, opts)
-	create("Deployment coredns", err)
 }
 
 // runProbe runs command in a probe pod in default, waits for it to end and returns its log.
@@ -302,7 +265,7 @@ func runProbe(ctx context.Context, kube kubernetes.Interface, command []string) 
 		phase = p.Status.Phase
 		return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
 	}); err != nil {
-		return podProblems(ctx, kube, "default"), err
+		return testenv.PodProblems(ctx, kube, "default"), err
 	}
 	logs, err := kube.CoreV1().Pods("default").GetLogs(created.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
@@ -312,34 +275,4 @@ func runProbe(ctx context.Context, kube kubernetes.Interface, command []string) 
 		return string(logs), fmt.Errorf("probe pod %s", phase)
 	}
 	return string(logs), nil
-}
-
-// podProblems describes the pods of ns that are not Ready, with their events.
-func podProblems(ctx context.Context, kube kubernetes.Interface, ns string) string {
-	var b strings.Builder
-	pods, _ := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if pods != nil {
-		for _, p := range pods.Items {
-			fmt.Fprintf(&b, "pod %s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
-			for _, cs := range p.Status.ContainerStatuses {
-				fmt.Fprintf(&b, " [%s ready=%v restarts=%d waiting=%v terminated=%v]", cs.Name, cs.Ready, cs.RestartCount, cs.State.Waiting, cs.State.Terminated)
-			}
-			b.WriteString("\n")
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.RestartCount > 0 {
-					logs, err := kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: true}).DoRaw(ctx)
-					fmt.Fprintf(&b, "  the last run of %s logged (%v):\n%s\n", cs.Name, err, logs)
-				}
-			}
-		}
-	}
-	events, _ := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-	if events != nil {
-		for _, e := range events.Items {
-			if e.Type != corev1.EventTypeNormal {
-				fmt.Fprintf(&b, "event %s %s: %s\n", e.InvolvedObject.Name, e.Reason, e.Message)
-			}
-		}
-	}
-	return b.String()
 }

@@ -35,6 +35,8 @@ type ImageFile struct {
 type Image struct {
 	// Ref is the image's name as pod specs give it, e.g. ghcr.io/kcp-dev/kcp:v0.33.0.
 	Ref string
+	// AlsoTagged are other names of the same image (one tarball, one import).
+	AlsoTagged []string
 	// Files are the image's only layer.
 	Files []ImageFile
 	// Entrypoint, Cmd, User, Env and WorkingDir are the image's configuration.
@@ -77,7 +79,15 @@ func WriteImage(img Image, out string) error {
 	if image, err = mutate.ConfigFile(image, cf); err != nil {
 		return err
 	}
-	return tarball.WriteToFile(out, ref, image)
+	refs := map[name.Reference]v1.Image{ref: image}
+	for _, other := range img.AlsoTagged {
+		r, err := name.ParseReference(other)
+		if err != nil {
+			return fmt.Errorf("image name %q: %w", other, err)
+		}
+		refs[r] = image
+	}
+	return tarball.MultiRefWriteToFile(out, refs)
 }
 
 // layerOf is a tar stream of files, with every parent directory before its contents.

@@ -1,5 +1,18 @@
 package testenv
 
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
 // KubeadmCoreDNSDeployment is kube-system/coredns as kubeadm creates it on a kind v1.34
 // node: the object the kind stack patches, so that the tests patch what a real cluster has.
 const KubeadmCoreDNSDeployment = `apiVersion: apps/v1
@@ -159,3 +172,64 @@ spec:
     protocol: TCP
     targetPort: 9153
 `
+
+// CreateKubeadmCoreDNS creates what kubeadm installs for the cluster's DNS, with
+// kubeadm's field manager as on a kind node: the kube-dns Service at clusterDNS, the
+// RBAC, the ServiceAccount, the ConfigMap with corefile, and the Deployment.
+func CreateKubeadmCoreDNS(ctx context.Context, kube kubernetes.Interface, clusterDNS, corefile string) error {
+	var svc corev1.Service
+	if err := yaml.Unmarshal(fmt.Appendf(nil, KubeadmKubeDNSService, clusterDNS), &svc); err != nil {
+		return err
+	}
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	docs := strings.Split(KubeadmCoreDNSRBAC, "\n---\n")
+	if err := yaml.Unmarshal([]byte(docs[0]), &role); err != nil {
+		return err
+	}
+	if err := yaml.Unmarshal([]byte(docs[1]), &binding); err != nil {
+		return err
+	}
+	var deploy appsv1.Deployment
+	if err := yaml.Unmarshal([]byte(KubeadmCoreDNSDeployment), &deploy); err != nil {
+		return err
+	}
+	const ns = "kube-system"
+	opts := metav1.CreateOptions{FieldManager: "kubeadm"}
+	for _, step := range []struct {
+		what   string
+		create func() error
+	}{
+		{"Service kube-dns", func() error { _, err := kube.CoreV1().Services(ns).Create(ctx, &svc, opts); return err }},
+		{"ClusterRole system:coredns", func() error { _, err := kube.RbacV1().ClusterRoles().Create(ctx, &role, opts); return err }},
+		{"ClusterRoleBinding system:coredns", func() error {
+			_, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, &binding, opts)
+			return err
+		}},
+		{"ServiceAccount coredns", func() error {
+			_, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, opts)
+			return err
+		}},
+		{"ConfigMap coredns", func() error {
+			_, err := kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Name: "coredns"}, Data: map[string]string{"Corefile": corefile}}, opts)
+			return err
+		}},
+		{"Deployment coredns", func() error { _, err := kube.AppsV1().Deployments(ns).Create(ctx, &deploy, opts); return err }},
+	} {
+		if err := step.create(); err != nil {
+			return fmt.Errorf("creating %s: %w", step.what, err)
+		}
+	}
+	return nil
+}
+
+// KubeadmCoreDNSImage is the image of kubeadm's CoreDNS Deployment.
+func KubeadmCoreDNSImage() string {
+	for _, line := range strings.Split(KubeadmCoreDNSDeployment, "\n") {
+		if img, ok := strings.CutPrefix(strings.TrimSpace(line), "image: "); ok {
+			return img
+		}
+	}
+	panic("kubeadm's CoreDNS Deployment names no image")
+}

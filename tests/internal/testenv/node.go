@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -490,4 +491,34 @@ func freePortsOn(t *testing.T, host string, n int) []int {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports
+}
+
+// PodProblems describes the pods of ns that are not Ready, with their events.
+func PodProblems(ctx context.Context, kube kubernetes.Interface, ns string) string {
+	var b strings.Builder
+	pods, _ := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if pods != nil {
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "pod %s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+			for _, cs := range p.Status.ContainerStatuses {
+				fmt.Fprintf(&b, " [%s ready=%v restarts=%d waiting=%v terminated=%v]", cs.Name, cs.Ready, cs.RestartCount, cs.State.Waiting, cs.State.Terminated)
+			}
+			b.WriteString("\n")
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount > 0 {
+					logs, err := kube.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: true}).DoRaw(ctx)
+					fmt.Fprintf(&b, "  the last run of %s logged (%v):\n%s\n", cs.Name, err, logs)
+				}
+			}
+		}
+	}
+	events, _ := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if events != nil {
+		for _, e := range events.Items {
+			if e.Type != corev1.EventTypeNormal {
+				fmt.Fprintf(&b, "event %s %s: %s\n", e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
+	}
+	return b.String()
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -76,4 +77,22 @@ func EtcdImage(ref, etcd, etcdctl, etcdutl string) Image {
 		{Path: "/usr/local/bin/etcdctl", Source: etcdctl},
 		{Path: "/usr/local/bin/etcdutl", Source: etcdutl},
 	}, Env: []string{"PATH=/usr/local/bin"}}
+}
+
+// EtcdImageBinaries finds etcd, etcdctl and etcdutl at the etcd image's version
+// (hack/build-tools.sh etcdtools, which builds them, or waits for a build under way), not
+// on PATH: their etcd would shadow the API server's.
+func EtcdImageBinaries(t *testing.T, e *Executables) [3]string {
+	var bins [3]string
+	cmd := exec.Command(filepath.Join(RepoRoot(t), "hack", "build-tools.sh"), "etcdtools")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	dir := strings.TrimSpace(string(out))
+	for i, name := range []string{"etcd", "etcdctl", "etcdutl"} {
+		bins[i] = filepath.Join(dir, name)
+		if _, serr := os.Stat(bins[i]); err != nil || serr != nil {
+			e.Find(name+"-of-the-etcd-image (hack/build-tools.sh etcdtools)", "")
+		}
+	}
+	return bins
 }

@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // NodeNetworkOptions say where a real node's pods live. Every range here stays on the
@@ -68,6 +70,7 @@ var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/pa
 // is removed when the test ends.
 func SetUpNodeNetwork(t *testing.T, dir string, opts NodeNetworkOptions) *NodeNetwork {
 	t.Helper()
+	lockTheNode(t)
 	n := &NodeNetwork{NodeNetworkOptions: opts, Gateway: opts.PodCIDR.Masked().Addr().Next()}
 	n.removeLeftovers()
 	saved := map[string]string{}
@@ -114,6 +117,30 @@ func SetUpNodeNetwork(t *testing.T, dir string, opts NodeNetworkOptions) *NodeNe
 		t.Fatal(err)
 	}
 	return n
+}
+
+// nodeLock is the file whose lock a test holds while it has a node network: one node per
+// machine at a time, because kube-proxy rewrites (and at cleanup removes) every KUBE-*
+// chain of the machine, and the forwarding chain has one name.
+const nodeLock = "/run/railgrid-kcp-node.lock"
+
+// lockTheNode waits for the node lock and releases it when the test's other cleanups
+// (registered after this) have run.
+func lockTheNode(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(nodeLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("the node lock: %v", err)
+	}
+	start := time.Now()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("the node lock %s: %v", nodeLock, err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Logf("waited %s for another test's node to go (%s)", waited.Round(time.Second), nodeLock)
+	}
+	t.Cleanup(func() { f.Close() })
 }
 
 // removeLeftovers deletes the bridge, routes and chain of this network, ignoring what is

@@ -1,0 +1,239 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+)
+
+// The real node's network: the pods on the bridge, the Service range routed to it, and
+// the simulated nodes' pod range (kwok's --cidr) blackholed, so an address of a
+// simulated pod leads nowhere instead of out of the machine.
+var (
+	podCIDR  = netip.MustParsePrefix("10.244.0.0/24")
+	kwokCIDR = netip.MustParsePrefix("10.245.0.0/16")
+)
+
+const (
+	nodeBridge   = "rgke2e0"
+	realNodeName = "real-node"
+	// Pods go to the real node unless their namespace says otherwise (the API server's
+	// PodNodeSelector default): the program places nothing itself, and only Envoy
+	// Gateway's namespace, whose proxy image cannot be built here, names the kwok nodes.
+	realNodeLabel    = "railgrid.test/runtime"
+	realNodeSelector = realNodeLabel + "=containerd"
+	kwokNodeSelector = "type=kwok"
+	// namespaceNodeSelector is the PodNodeSelector plugin's namespace annotation.
+	namespaceNodeSelector = "scheduler.alpha.kubernetes.io/node-selector"
+)
+
+// testKcpVersions are the kcp tags the images built here carry: the stack's pin and the
+// version bump's. Both are the one build of ../shared/thirdparty/kcp (v0.32.0-162, the
+// code that becomes v0.33), because no kcp release can be fetched here; the bump then
+// rolls real pods to an image of the same content under the new name, which is what the
+// upgrade order is about.
+func testKcpVersions(p rendered) []string { return []string{p.cfg.Versions.Kcp, bumpedKcpVersion} }
+
+// buildNodeImages writes, once per test run, the image of every pod the real node runs,
+// under the name the pod asks for: the sandbox (pause), CoreDNS, etcd, kcp (both tags),
+// the kcp-operator, and the DNS probe of cmd/verify (a static busybox with sh and
+// nslookup, all the probe runs, under the name of the image verify uses by default).
+func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []string {
+	t.Helper()
+	start := time.Now()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	versions := testKcpVersions(p)
+	kcp := testenv.KcpImage(config.KcpImageRepository+":"+versions[0], bins.kcpServers)
+	for _, v := range versions[1:] {
+		kcp.AlsoTagged = append(kcp.AlsoTagged, config.KcpImageRepository+":"+v)
+	}
+	images := []testenv.Image{
+		testenv.PauseImage(testenv.BuildPause(t, dir)),
+		testenv.CoreDNSImage(testenv.KubeadmCoreDNSImage(), bins.coredns),
+		testenv.BusyboxImage(config.DefaultDNSCheckImage, bins.busybox, "sh", "nslookup", "cat"),
+		testenv.EtcdImage(planEtcdImage(t, p), bins.etcdImage[0], bins.etcdImage[1], bins.etcdImage[2]),
+		kcp,
+		testenv.OperatorImage(config.OperatorImageRepository+":"+p.cfg.Versions.OperatorImage, bins.kcpOperator),
+	}
+	var tarballs []string
+	for _, img := range images {
+		out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
+		if err := testenv.WriteImage(img, out); err != nil {
+			t.Fatal(err)
+		}
+		tarballs = append(tarballs, out)
+	}
+	t.Logf("node images written in %s", time.Since(start).Round(time.Millisecond))
+	return tarballs
+}
+
+// planEtcdImage is the image the plan's etcd StatefulSets run.
+func planEtcdImage(t *testing.T, p rendered) string {
+	for _, o := range p.objects {
+		if o.Manifest["kind"] != "StatefulSet" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Manifest, "spec", "template", "spec", "containers")
+		if len(containers) > 0 {
+			if img, _ := containers[0].(map[string]any)["image"].(string); img != "" {
+				return img
+			}
+		}
+	}
+	t.Fatal("the kind plan has no etcd StatefulSet with an image")
+	return ""
+}
+
+// startRealNode starts the node on the network once the control plane serves, after the
+// network's rules are checked; they are checked again once kube-proxy has written its
+// rules, before the first pod.
+func startRealNode(t *testing.T, ctx context.Context, c *cluster, bins binaries, server *testenv.APIServer, network *testenv.NodeNetwork, images []string) *testenv.Node {
+	t.Helper()
+	if err := network.Check(server.Port()); err != nil {
+		t.Fatalf("before the node starts: %v", err)
+	}
+	node := testenv.StartNode(t, ctx, c.kube, testenv.NodeOptions{
+		Bins: bins.node, Dir: filepath.Join(c.dir, "node"), Name: realNodeName,
+		Labels:  map[string]string{realNodeLabel: "containerd", "topology.kubernetes.io/zone": zones[0], "topology.kubernetes.io/region": "e2e"},
+		Network: network, Kubeconfig: c.kubeconfig, ClientCAFile: server.PKI.CAFile,
+		ClusterDNS: clusterDNSIP(t, c), SandboxImage: testenv.PauseImageRef, Images: images,
+	})
+	if err := network.Check(server.Port(), node.KubeletPort); err != nil {
+		t.Fatalf("before the first pod: %v", err)
+	}
+	return node
+}
+
+// clusterDNSIP is the kube-dns Service's ClusterIP: the tenth address of the Service
+// range, as kubeadm and kind give it.
+func clusterDNSIP(t *testing.T, c *cluster) string {
+	prefix, err := netip.ParsePrefix(c.serviceCIDR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := prefix.Masked().Addr()
+	for range 10 {
+		a = a.Next()
+	}
+	return a.String()
+}
+
+// checkPodsRanForReal checks that every pod of the namespaces the stack runs (etcd,
+// kcp-system, the operator's) and CoreDNS runs on the real node as containers of its
+// runtime and is Ready; that none but the operator ever restarted; and that no kcp
+// server logged a flag or configuration error.
+func checkPodsRanForReal(t *testing.T, ctx context.Context, c *cluster) {
+	t.Helper()
+	seen := 0
+	for _, ns := range []string{naming.NamespaceEtcd, naming.NamespaceKcp, naming.NamespaceOperator, naming.NamespaceKubeSystem} {
+		pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			seen++
+			if problem := realPodProblem(&p); problem != "" {
+				t.Errorf("pod %s/%s: %s", ns, p.Name, problem)
+			}
+			// The operator may start before its chart's CRDs are served, and exits then
+			// ("no matches for kind"); the kubelet starts it again, as on any cluster.
+			if ns == naming.NamespaceOperator {
+				continue
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount != 0 {
+					t.Errorf("pod %s/%s: container %s restarted %d times (last state: %s)", ns, p.Name, cs.Name, cs.RestartCount, describeTerminated(cs.LastTerminationState))
+				}
+			}
+			if ns == naming.NamespaceKcp {
+				checkKcpLog(t, ctx, c, &p)
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no pod in the stack's namespaces")
+	}
+	t.Logf("%d pods of the stack and CoreDNS run on the real node, Ready, with no restart", seen)
+}
+
+// realPodProblem says what is wrong with a pod that should run on the real node.
+func realPodProblem(p *corev1.Pod) string {
+	if p.Spec.NodeName != realNodeName {
+		return fmt.Sprintf("runs on %q, not the real node", p.Spec.NodeName)
+	}
+	if !podCIDR.Contains(netip.MustParseAddr(orDefault(p.Status.PodIP, "0.0.0.0"))) {
+		return fmt.Sprintf("has address %q, outside the real node's pod range %s", p.Status.PodIP, podCIDR)
+	}
+	ready := false
+	for _, cond := range p.Status.Conditions {
+		ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
+	}
+	if !ready {
+		return "is not Ready"
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if !strings.HasPrefix(cs.ContainerID, "containerd://") {
+			return fmt.Sprintf("container %s has id %q, not one of containerd's", cs.Name, cs.ContainerID)
+		}
+	}
+	return ""
+}
+
+func describeTerminated(s corev1.ContainerState) string {
+	if s.Terminated == nil {
+		return "none"
+	}
+	return fmt.Sprintf("exit %d %s: %s", s.Terminated.ExitCode, s.Terminated.Reason, lastLine(s.Terminated.Message))
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// kcpConfigErrors are what kcp and its front proxy print when they refuse their flags
+// (pflag's and cobra's refusals); a refused configuration ends the server with cobra's
+// "Error: " line, and the pod restarts (realPodProblem).
+var kcpConfigErrors = []string{"unknown flag: ", "unknown shorthand flag: ", "flag needs an argument: ", "bad flag syntax: ", `" for "--`}
+
+// checkKcpLog reads a kcp pod's log through the API server and the kubelet and fails on
+// a flag or configuration error.
+func checkKcpLog(t *testing.T, ctx context.Context, c *cluster, p *corev1.Pod) {
+	t.Helper()
+	for _, ctr := range p.Spec.Containers {
+		data, err := c.kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name}).DoRaw(ctx)
+		if err != nil {
+			t.Errorf("reading the log of %s/%s %s: %v", p.Namespace, p.Name, ctr.Name, err)
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			bad := strings.HasPrefix(line, "Error: ")
+			for _, phrase := range kcpConfigErrors {
+				bad = bad || strings.Contains(line, phrase)
+			}
+			if bad {
+				t.Errorf("%s/%s %s logged a flag or configuration error: %s", p.Namespace, p.Name, ctr.Name, line)
+			}
+		}
+	}
+}
