@@ -249,13 +249,13 @@ func poll(ctx context.Context, interval time.Duration, attempt func(ctx context.
 	for {
 		got := attempt(ctx)
 		tries++
-		if ctx.Err() == nil || last == nil || !anyFailed(got) {
+		if !expired(ctx) || last == nil || !anyFailed(got) {
 			last = got
 		}
 		if !anyFailed(last) {
 			return last
 		}
-		if ctx.Err() != nil {
+		if expired(ctx) {
 			return markTimedOut(last, tries)
 		}
 		t := time.NewTimer(interval)
@@ -266,6 +266,17 @@ func poll(ctx context.Context, interval time.Duration, attempt func(ctx context.
 		case <-t.C:
 		}
 	}
+}
+
+// expired reports whether ctx ended or its deadline passed. ctx.Err lags the deadline
+// by the time its timer takes to fire, and an attempt can fail at the deadline before it
+// does (client-go's rate limiter refuses a request that would end past the deadline).
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 func anyFailed(results []Result) bool {
