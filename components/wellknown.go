@@ -10,11 +10,11 @@ import (
 // objects, and the in-cluster DNS names of their Services, come from package naming.
 
 const (
-	// The hub kubeconfig's Secret key and the identity it holds.
-	KubeconfigSecretKey = "kubeconfig"
-	KubeconfigUsername  = "kcp-admin"
-	// The front proxy drops system:masters; admin access through it needs this group.
-	KubeconfigAdminGroup = "system:kcp:admin"
+	// The hub kubeconfig's Secret key and the identity it holds (named in package
+	// naming, where cmd/verify reads the identity it checks).
+	KubeconfigSecretKey  = "kubeconfig"
+	KubeconfigUsername   = naming.KubeconfigUsername
+	KubeconfigAdminGroup = naming.KubeconfigAdminGroup
 
 	// PublicHTTPSPort is the port of the advertised https://<hostname> URLs. Owned
 	// Services serve it too, so the URL works inside the cluster through split horizon.

@@ -51,6 +51,11 @@ const (
 	// KubeconfigName is the Kubeconfig object (and its Secret) of re-mint generation 0;
 	// later generations use KubeconfigObjectName.
 	KubeconfigName = "kcp-kubeconfig-frontproxy"
+	// KubeconfigUsername is the user the hub's Kubeconfig object asks for (the client
+	// certificate's CN), and KubeconfigAdminGroup its group (O): the front proxy drops
+	// system:masters, so admin access through it needs system:kcp:admin.
+	KubeconfigUsername   = "kcp-admin"
+	KubeconfigAdminGroup = "system:kcp:admin"
 
 	// EdgeGatewayName names the edge's Gateway, and on kind its GatewayClass, EnvoyProxy
 	// and traffic policies.
@@ -98,6 +103,28 @@ func OperatorServiceHost(service string) string { return serviceHost(service, Na
 // OwnedServiceName is the Service this program owns in front of a kcp component (the
 // front proxy, the root shard or a shard), with a fixed ClusterIP.
 func OwnedServiceName(component string) string { return "kcp-" + component }
+
+// ShardServerCertificate is the cert-manager Certificate, and its Secret, that the
+// operator issues a RootShard's or a Shard's serving certificate into (kcp-operator
+// GetRootShardCertificateName and GetShardCertificateName: "<name>-server"). Its ca.crt
+// is the CA that issued it.
+func ShardServerCertificate(shard string) string { return shard + "-server" }
+
+// FrontProxyServerCertificate is the Certificate, and its Secret, of a FrontProxy's
+// serving certificate (kcp-operator GetFrontProxyCertificateName:
+// "<root shard>-<front proxy>-server").
+func FrontProxyServerCertificate(rootShard, frontProxy string) string {
+	return rootShard + "-" + frontProxy + "-server"
+}
+
+// KcpRootShard is the name of the root shard's Shard object (core.kcp.io) in kcp's root
+// workspace: the operator passes the root shard no --shard-name, and kcp's default is
+// "root", whatever the RootShard object is called.
+const KcpRootShard = "root"
+
+// KcpShardName is the name of a shard's Shard object (core.kcp.io) in kcp's root
+// workspace: the operator passes --shard-name=<Shard object name>.
+func KcpShardName(shard string) string { return shard }
 
 // EdgeRouteName is the edge route (TLSRoute on kind, HTTPRoute on GKE) of a component.
 func EdgeRouteName(component string) string { return "kcp-" + component }

@@ -4,6 +4,10 @@
 //	go run ./cmd/verify -stack gke
 //	go run ./cmd/verify -stack kind       # dials the edge at 127.0.0.1:8443
 //
+// The checks that ask running kcp (anonymous, hub-credential, shards) reach the Services
+// the program owns through the API server's port-forward, as `kubectl port-forward
+// svc/NAME` does, so they need no route to the cluster's Service network.
+//
 // It prints one line per checked item (✓ pass, ⚠ warning, ✗ failure) and exits 0 when
 // nothing failed, 1 when a check failed, 2 for bad usage, config or kubeconfig.
 package main
@@ -23,6 +27,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/railgrid/railgrid-kcp/config"
@@ -50,9 +55,11 @@ func main() {
 // deps are the outside world, replaced in tests.
 type deps struct {
 	// clients connects to the cluster; it returns the context name actually used.
-	clients func(kubeconfig, kubeContext string) (kubernetes.Interface, dynamic.Interface, string, error)
+	clients func(kubeconfig, kubeContext string) (clusterClients, error)
 	// pods builds the probe Pod runner.
 	pods func(kube kubernetes.Interface, namespace string) verify.PodRunner
+	// services builds the dialer of the owned Services (the API server's port-forward).
+	services func(c clusterClients) verify.ServiceDialer
 	// httpOptions lets tests add a dialer to the ingress client.
 	httpOptions func(verify.HTTPOptions) verify.HTTPOptions
 	now         func() time.Time
@@ -63,6 +70,9 @@ func defaultDeps() deps {
 		clients: kubeClients,
 		pods: func(kube kubernetes.Interface, namespace string) verify.PodRunner {
 			return &verify.KubePodRunner{Client: kube, Namespace: namespace}
+		},
+		services: func(c clusterClients) verify.ServiceDialer {
+			return &verify.PortForwardDialer{Kube: c.kube, Config: c.rest}
 		},
 		httpOptions: func(o verify.HTTPOptions) verify.HTTPOptions { return o },
 		now:         time.Now,
@@ -88,6 +98,20 @@ config from Pulumi.<stack>.yaml in the current directory:
                   Service and its client certificate is valid; expiring within
                   -min-validity-days is a warning (a failure with -strict)
 
+The next three ask running kcp through the Services the program owns (kcp-<component>,
+port 6443), reached through the API server's port-forward like kubectl port-forward
+svc/NAME (needs create on pods/portforward in kcp-system); they wait up to -timeout:
+
+  anonymous       without credentials: the front proxy's /readyz is 200 and /api 401,
+                  each shard's /api is 403 for system:anonymous; server certificates
+                  verified for the public hostname with the CA of their Secret
+  hub-credential  the hub Secret's kubeconfig, used as the hub uses it, authenticates at
+                  the front proxy as kcp-admin in group system:kcp:admin (SelfSubjectReview
+                  in the root workspace)
+  shards          with that credential, every configured shard is registered in kcp's
+                  root workspace (shards.core.kcp.io); each shard's virtualWorkspaceURL is
+                  on its public hostname and no baseURL is (root's URLs are reported)
+
 A check named by -skip (e.g. -skip split-horizon,ingress -skip-reason "no pods run here") is not
 run and is reported as skipped with the reason: never as passed.
 
@@ -106,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		kubeContext = flags.String("context", "", "kubeconfig context (default: the current context; for the kind stack, kind.context from the stack config)")
 		asJSON      = flags.Bool("json", false, "print a JSON report instead of text")
 		timeout     = flags.Duration("timeout", verify.DefaultTimeout, "time limit of each check")
-		interval    = flags.Duration("interval", verify.DefaultInterval, "pause between attempts of the checks that wait (rollout, ingress)")
+		interval    = flags.Duration("interval", verify.DefaultInterval, "pause between attempts of the checks that wait (rollout, ingress, anonymous, hub-credential, shards)")
 		checkList   = flags.String("checks", "all", "comma-separated checks to run: "+strings.Join(verify.CheckNames, ","))
 		skipList    = flags.String("skip", "", "comma-separated checks not to run; each is reported as skipped (with -skip-reason), never as passed")
 		skipReason  = flags.String("skip-reason", "skipped on request (-skip)", "the reason reported for each check named by -skip")
@@ -203,13 +227,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, d deps) i
 		if ctxName == "" && cfg.Platform == config.PlatformKind && cfg.Kind != nil {
 			ctxName = cfg.Kind.Context
 		}
-		kube, dyn, used, err := d.clients(*kubeconfig, ctxName)
+		cluster, err := d.clients(*kubeconfig, ctxName)
 		if err != nil {
 			fmt.Fprintf(stderr, "verify: kubeconfig: %v\n", err)
 			return exitUsage
 		}
-		opts.Kube, opts.Dynamic, usedContext = kube, dyn, used
-		opts.Pods = d.pods(kube, *podNS)
+		opts.Kube, opts.Dynamic, usedContext = cluster.kube, cluster.dynamic, cluster.context
+		opts.Pods = d.pods(cluster.kube, *podNS)
+		opts.Services = d.services(cluster)
 	}
 	if slices.Contains(running, verify.CheckIngress) {
 		httpOpts := verify.HTTPOptions{Address: *ingressAddr, CAFile: *caFile, InsecureSkipVerify: *insecure}
@@ -265,8 +290,18 @@ func needsCluster(names []string) bool {
 	return slices.ContainsFunc(names, func(n string) bool { return n != verify.CheckIngress })
 }
 
+// clusterClients reach the cluster of the kubeconfig context.
+type clusterClients struct {
+	kube    kubernetes.Interface
+	dynamic dynamic.Interface
+	// rest is the API server's config, which the port-forward dialer uses too.
+	rest *rest.Config
+	// context is the kubeconfig context actually used.
+	context string
+}
+
 // kubeClients builds the clients from the kubeconfig, the way kubectl does.
-func kubeClients(kubeconfig, kubeContext string) (kubernetes.Interface, dynamic.Interface, string, error) {
+func kubeClients(kubeconfig, kubeContext string) (clusterClients, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
@@ -274,24 +309,21 @@ func kubeClients(kubeconfig, kubeContext string) (kubernetes.Interface, dynamic.
 	loader := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
 	raw, err := loader.RawConfig()
 	if err != nil {
-		return nil, nil, "", err
+		return clusterClients{}, err
 	}
-	used := kubeContext
-	if used == "" {
-		used = raw.CurrentContext
+	c := clusterClients{context: kubeContext}
+	if c.context == "" {
+		c.context = raw.CurrentContext
 	}
-	rest, err := loader.ClientConfig()
-	if err != nil {
-		return nil, nil, used, err
+	if c.rest, err = loader.ClientConfig(); err != nil {
+		return c, err
 	}
-	rest.UserAgent = "railgrid-kcp-verify"
-	kube, err := kubernetes.NewForConfig(rest)
-	if err != nil {
-		return nil, nil, used, err
+	c.rest.UserAgent = "railgrid-kcp-verify"
+	if c.kube, err = kubernetes.NewForConfig(c.rest); err != nil {
+		return c, err
 	}
-	dyn, err := dynamic.NewForConfig(rest)
-	if err != nil {
-		return nil, nil, used, err
+	if c.dynamic, err = dynamic.NewForConfig(c.rest); err != nil {
+		return c, err
 	}
-	return kube, dyn, used, nil
+	return c, nil
 }

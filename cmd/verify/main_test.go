@@ -12,14 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
-// harness runs the command against a fake cluster, a scripted DNS probe and a TLS edge.
+// harness runs the command against a fake cluster, a scripted DNS probe, a TLS edge and
+// a fake kcp behind the owned Services.
 type harness struct {
 	t          *testing.T
 	dir        string
@@ -28,8 +29,11 @@ type harness struct {
 	edgeAddr   string
 	cluster    *verifytest.Cluster
 	dns        *verifytest.DNSRunner
+	kcp        *verifytest.Kcp
 	gotContext string
 	clientsErr error
+	// gotServices is what the services dependency was built from.
+	gotServices *clusterClients
 }
 
 func newHarness(t *testing.T, edge verifytest.EdgeBehaviour) *harness {
@@ -41,20 +45,25 @@ func newHarness(t *testing.T, edge verifytest.EdgeBehaviour) *harness {
 	h.dns = verifytest.HealthyDNS(cfg)
 	h.caFile = h.cluster.PKI.WriteCA(t, dir)
 	h.edgeAddr = verifytest.NewEdge(t, cfg, h.cluster.PKI, edge).Listener.Addr().String()
+	h.kcp = verifytest.NewKcp(t, cfg, h.cluster.PKI, verifytest.HealthyKcp(cfg))
 	t.Chdir(dir)
 	return h
 }
 
 func (h *harness) deps() deps {
 	return deps{
-		clients: func(_, kubeContext string) (kubernetes.Interface, dynamic.Interface, string, error) {
+		clients: func(_, kubeContext string) (clusterClients, error) {
 			h.gotContext = kubeContext
 			if h.clientsErr != nil {
-				return nil, nil, "", h.clientsErr
+				return clusterClients{}, h.clientsErr
 			}
-			return h.cluster.Kube, h.cluster.Dynamic, kubeContext, nil
+			return clusterClients{kube: h.cluster.Kube, dynamic: h.cluster.Dynamic, rest: &rest.Config{Host: "https://apiserver.invalid"}, context: kubeContext}, nil
 		},
-		pods:        func(kubernetes.Interface, string) verify.PodRunner { return h.dns },
+		pods: func(kubernetes.Interface, string) verify.PodRunner { return h.dns },
+		services: func(c clusterClients) verify.ServiceDialer {
+			h.gotServices = &c
+			return h.kcp
+		},
 		httpOptions: func(o verify.HTTPOptions) verify.HTTPOptions { return o },
 		now:         func() time.Time { return verifytest.Now },
 	}
@@ -82,8 +91,8 @@ func TestVerifyPassesOnAHealthyStack(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	// A header, 18 results and a summary.
-	if len(lines) != 20 || lines[len(lines)-1] != "PASSED: 18 passed, 0 warning(s), 0 failed" {
+	// A header, 25 results and a summary.
+	if len(lines) != 27 || lines[len(lines)-1] != "PASSED: 25 passed, 0 warning(s), 0 failed" {
 		t.Fatalf("output:\n%s", stdout)
 	}
 	for _, l := range lines[1 : len(lines)-1] {
@@ -107,7 +116,7 @@ func TestVerifyJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
 	}
-	if !report.Passed || report.Stack != "kind" || report.Context != "other" || report.Summary.Pass != 18 {
+	if !report.Passed || report.Stack != "kind" || report.Context != "other" || report.Summary.Pass != 25 {
 		t.Errorf("report %+v", report)
 	}
 }
@@ -122,7 +131,7 @@ func TestVerifyExitsOneWhenACheckFails(t *testing.T) {
 		t.Fatalf("exit %d, want 1\n%s", code, stdout)
 	}
 	if !strings.Contains(stdout, "✗ ingress        GET https://kcp-root.example.com/api: answered 401, want 403") ||
-		!strings.Contains(stdout, "FAILED: 16 passed, 0 warning(s), 2 failed") {
+		!strings.Contains(stdout, "FAILED: 23 passed, 0 warning(s), 2 failed") {
 		t.Errorf("output:\n%s", stdout)
 	}
 }
@@ -196,7 +205,8 @@ func TestVerifyHelp(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"-stack", "-config", "-kubeconfig", "-context", "-json", "-timeout", "-ingress-address",
-		"-insecure-skip-tls-verify", "-ca-file", "-min-validity-days", "-strict", "Exit status"} {
+		"-insecure-skip-tls-verify", "-ca-file", "-min-validity-days", "-strict", "Exit status",
+		"anonymous", "hub-credential", "shards", "pods/portforward"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("help lacks %s", want)
 		}
@@ -289,5 +299,77 @@ func TestVerifySkipReportsSkippedChecksWithTheReason(t *testing.T) {
 	}
 	if code, _, stderr := h.run(h.fullArgs("-skip", "nope")...); code != exitUsage || !strings.Contains(stderr, `unknown check "nope"`) {
 		t.Errorf("-skip nope: exit %d, %s", code, stderr)
+	}
+}
+
+// The checks that ask kcp get the port-forward dialer built from the cluster's clients,
+// and fail the run when kcp answers wrong.
+func TestVerifyAsksKcpThroughTheServiceDialer(t *testing.T) {
+	h := newHarness(t, verifytest.HealthyEdge())
+	code, stdout, stderr := h.run("-stack", "kind", "-timeout", "1s", "-interval", "20ms", "-checks", "anonymous,hub-credential,shards")
+	if code != exitOK || !strings.Contains(stdout, "PASSED: 7 passed, 0 warning(s), 0 failed") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if h.gotServices == nil || h.gotServices.kube != h.cluster.Kube || h.gotServices.rest == nil || h.gotServices.rest.Host != "https://apiserver.invalid" {
+		t.Errorf("the dialer was built from %+v, want the cluster's clients and rest config", h.gotServices)
+	}
+	if got := strings.Join(h.kcp.Dials(), ","); got != "kcp-system/kcp-alpha:6443,kcp-system/kcp-frontproxy:6443,kcp-system/kcp-root:6443" {
+		t.Errorf("dialled %s", got)
+	}
+
+	cfg := verifytest.Config(t)
+	b := verifytest.HealthyKcp(cfg)
+	b.FrontAPIStatus = http.StatusOK
+	h.kcp = verifytest.NewKcp(t, cfg, h.cluster.PKI, b)
+	code, stdout, _ = h.run("-stack", "kind", "-timeout", "1s", "-interval", "20ms", "-checks", "anonymous")
+	if code != exitFailed || !strings.Contains(stdout, "✗ anonymous      Service kcp-system/kcp-frontproxy GET /api: answered 200, want 401") {
+		t.Fatalf("exit %d\n%s", code, stdout)
+	}
+}
+
+// -skip takes the new checks' names: they are reported as skipped and not run.
+func TestVerifySkipsTheChecksThatAskKcp(t *testing.T) {
+	h := newHarness(t, verifytest.HealthyEdge())
+	code, stdout, stderr := h.run(h.fullArgs("-skip", "anonymous,hub-credential,shards", "-skip-reason", "kcp does not run here")...)
+	if code != exitOK || !strings.Contains(stdout, "- anonymous      check anonymous: skipped: kcp does not run here") ||
+		!strings.Contains(stdout, "- hub-credential check hub-credential: skipped") || !strings.Contains(stdout, "- shards         check shards: skipped") ||
+		!strings.Contains(stdout, ", 3 skipped (not verified)") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	if dials := h.kcp.Dials(); len(dials) != 0 {
+		t.Errorf("skipped checks dialled %v", dials)
+	}
+}
+
+// The real clients keep the API server's config, from which the port-forward dialer is
+// built, and the context actually used.
+func TestKubeClientsKeepTheRestConfigForThePortForward(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	kubeconfig := `apiVersion: v1
+kind: Config
+clusters:
+- name: kind
+  cluster: {server: "https://127.0.0.1:6443"}
+users:
+- name: admin
+  user: {token: not-used}
+contexts:
+- name: kind-railgrid-kcp
+  context: {cluster: kind, user: admin}
+current-context: kind-railgrid-kcp
+`
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := kubeClients(path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.context != "kind-railgrid-kcp" || c.rest == nil || c.rest.Host != "https://127.0.0.1:6443" || c.kube == nil || c.dynamic == nil {
+		t.Fatalf("clients %+v", c)
+	}
+	d, ok := defaultDeps().services(c).(*verify.PortForwardDialer)
+	if !ok || d.Config != c.rest || d.Kube != c.kube {
+		t.Errorf("services dialer %#v, want a PortForwardDialer on the cluster's clients", d)
 	}
 }

@@ -11,11 +11,13 @@ import (
 	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
-// fixture is a healthy stack: config, fake cluster, scripted DNS and a TLS edge.
+// fixture is a healthy stack: config, fake cluster, scripted DNS, a TLS edge and a fake
+// kcp behind the owned Services.
 type fixture struct {
 	cfg     *config.Config
 	cluster *verifytest.Cluster
 	dns     *verifytest.DNSRunner
+	kcp     *verifytest.Kcp
 	opts    verify.Options
 }
 
@@ -24,7 +26,7 @@ func newFixture(t *testing.T) *fixture {
 	cfg := verifytest.Config(t)
 	cl := verifytest.NewHealthyCluster(t, cfg)
 	dns := verifytest.HealthyDNS(cfg)
-	return &fixture{
+	f := &fixture{
 		cfg: cfg, cluster: cl, dns: dns,
 		opts: verify.Options{
 			Config: cfg, Kube: cl.Kube, Dynamic: cl.Dynamic, Pods: dns,
@@ -32,6 +34,15 @@ func newFixture(t *testing.T) *fixture {
 			Now: func() time.Time { return verifytest.Now },
 		},
 	}
+	f.withKcp(t, verifytest.HealthyKcp(cfg))
+	return f
+}
+
+// withKcp replaces the fake kcp behind the owned Services.
+func (f *fixture) withKcp(t *testing.T, b verifytest.KcpBehaviour) {
+	t.Helper()
+	f.kcp = verifytest.NewKcp(t, f.cfg, f.cluster.PKI, b)
+	f.opts.Services = f.kcp
 }
 
 // withEdge starts the fake edge and points the HTTP client at it, trusting the test CA.

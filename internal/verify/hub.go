@@ -36,25 +36,11 @@ const RemintHint = "re-mint: pulumi config set --path railgrid-kcp:hub.remintGen
 // when it expires within MinValidity. Nothing of the kubeconfig is ever printed beyond
 // the server URL, the certificate subject and its validity dates.
 func checkHubKubeconfig(ctx context.Context, o *Options) []Result {
-	hub := o.Config.Hub
-	item := fmt.Sprintf("Secret %s/%s", hub.Namespace, hub.SecretName)
-	secret, err := o.Kube.CoreV1().Secrets(hub.Namespace).Get(ctx, hub.SecretName, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return []Result{fail(CheckHubKubeconfig, item, "not found: pulumi up copies the minted kubeconfig there")}
-	case err != nil:
-		return []Result{fail(CheckHubKubeconfig, item, "cannot read: %v", err)}
+	data, failed := readHubKubeconfig(ctx, o, CheckHubKubeconfig)
+	if failed != nil {
+		return []Result{*failed}
 	}
-	data, ok := secret.Data[hub.SecretKey]
-	if !ok || len(data) == 0 {
-		keys := make([]string, 0, len(secret.Data))
-		for k := range secret.Data {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		return []Result{fail(CheckHubKubeconfig, item, "has no key %s (keys: %s); the hub chart mounts that key", hub.SecretKey, orNone(keys))}
-	}
-	item += " key " + hub.SecretKey
+	item := fmt.Sprintf("Secret %s/%s key %s", o.Config.Hub.Namespace, o.Config.Hub.SecretName, o.Config.Hub.SecretKey)
 
 	kc, err := clientcmd.Load(data)
 	if err != nil {
@@ -114,6 +100,33 @@ func checkHubKubeconfig(ctx context.Context, o *Options) []Result {
 		return []Result{fail(CheckHubKubeconfig, item, "%s", strings.Join(problems, "; "))}
 	}
 	return []Result{{Check: CheckHubKubeconfig, Item: item, Status: status, Message: strings.Join(notes, "; ")}}
+}
+
+// readHubKubeconfig reads the kubeconfig the hub mounts: the configured key of the hub
+// Secret. When it cannot, the failed Result of check says why.
+func readHubKubeconfig(ctx context.Context, o *Options, check string) ([]byte, *Result) {
+	hub := o.Config.Hub
+	item := fmt.Sprintf("Secret %s/%s", hub.Namespace, hub.SecretName)
+	secret, err := o.Kube.CoreV1().Secrets(hub.Namespace).Get(ctx, hub.SecretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		r := fail(check, item, "not found: pulumi up copies the minted kubeconfig there")
+		return nil, &r
+	case err != nil:
+		r := fail(check, item, "cannot read: %v", err)
+		return nil, &r
+	}
+	data, ok := secret.Data[hub.SecretKey]
+	if !ok || len(data) == 0 {
+		keys := make([]string, 0, len(secret.Data))
+		for k := range secret.Data {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		r := fail(check, item, "has no key %s (keys: %s); the hub chart mounts that key", hub.SecretKey, orNone(keys))
+		return nil, &r
+	}
+	return data, nil
 }
 
 // currentContext is the kubeconfig's current context, or its only context.

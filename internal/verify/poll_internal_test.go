@@ -26,6 +26,40 @@ func TestPollKeepsTheLastCompleteAttempt(t *testing.T) {
 	}
 }
 
+// timerLagContext has a deadline whose timer fires late: Err stays nil for a while
+// after the deadline.
+type timerLagContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c timerLagContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c timerLagContext) Err() error {
+	if time.Now().After(c.deadline.Add(time.Second)) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// An attempt that fails at the deadline, before ctx.Err says so, counts as cut short too.
+func TestPollKeepsTheLastCompleteAttemptWhenTheDeadlinePassedFirst(t *testing.T) {
+	t.Parallel()
+	ctx := timerLagContext{Context: context.Background(), deadline: time.Now().Add(30 * time.Millisecond)}
+	attempts := 0
+	got := poll(ctx, time.Millisecond, func(context.Context) []Result {
+		attempts++
+		if attempts == 1 {
+			return []Result{fail("c", "i", "kcp answered 401")}
+		}
+		time.Sleep(time.Until(ctx.deadline))
+		return []Result{fail("c", "i", "rate: Wait(n=1) would exceed context deadline")}
+	})
+	if len(got) != 1 || !strings.HasPrefix(got[0].Message, "kcp answered 401 (still failing when the check timed out, after 2 attempt(s))") {
+		t.Fatalf("got %+v", got)
+	}
+}
+
 func TestPollStopsAtTheFirstSuccess(t *testing.T) {
 	t.Parallel()
 	attempts := 0

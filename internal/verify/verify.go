@@ -1,12 +1,16 @@
 // Package verify runs the design document's "Verify" checks against a deployed stack:
 // rollout of every workload and kcp object, the split-horizon DNS answers inside the
-// cluster, the anonymous answers through the ingress, and the hub's kubeconfig. It reads
-// the same validated stack config as the Pulumi program and derives every name from
-// package naming, as the program does, so a check looks at exactly what the program
-// deployed, without linking the Pulumi SDK.
+// cluster, the anonymous answers through the ingress and the hub's kubeconfig; then,
+// asked of running kcp through the Services this program owns (reached the way
+// `kubectl port-forward svc/NAME` does), the anonymous answers again, the hub's
+// credential and the shards kcp has registered. It reads the same validated stack
+// config as the Pulumi program and derives every name from package naming, as the
+// program does, so a check looks at exactly what the program deployed, without linking
+// the Pulumi SDK.
 //
 // Everything that talks to the outside is injected (Kubernetes clients, the pod runner,
-// the HTTP client and the clock), so every check is tested without a cluster or network.
+// the HTTP client, the Service dialer and the clock), so every check is tested without
+// a cluster or network.
 package verify
 
 import (
@@ -53,10 +57,13 @@ const (
 	CheckSplitHorizon  = "split-horizon"
 	CheckIngress       = "ingress"
 	CheckHubKubeconfig = "hub-kubeconfig"
+	CheckAnonymous     = "anonymous"
+	CheckHubCredential = "hub-credential"
+	CheckShards        = "shards"
 )
 
 // CheckNames lists every check in the order Run runs them.
-var CheckNames = []string{CheckRollout, CheckSplitHorizon, CheckIngress, CheckHubKubeconfig}
+var CheckNames = []string{CheckRollout, CheckSplitHorizon, CheckIngress, CheckHubKubeconfig, CheckAnonymous, CheckHubCredential, CheckShards}
 
 // Defaults of Options fields left zero.
 const (
@@ -76,9 +83,12 @@ type Options struct {
 	Pods PodRunner
 	// HTTP reaches the ingress (ingress). NewHTTPClient builds the real one.
 	HTTP *http.Client
+	// Services reaches the Services this program owns in front of kcp (anonymous,
+	// hub-credential, shards). PortForwardDialer is the real one.
+	Services ServiceDialer
 
 	// Timeout bounds each check; Interval is the pause between attempts of a check that
-	// waits (rollout, ingress).
+	// waits (rollout, ingress, anonymous, hub-credential, shards).
 	Timeout  time.Duration
 	Interval time.Duration
 	// MinValidity: a hub client certificate expiring sooner is a warning.
@@ -119,6 +129,9 @@ var checks = map[string]checkFunc{
 	CheckSplitHorizon:  checkSplitHorizon,
 	CheckIngress:       checkIngress,
 	CheckHubKubeconfig: checkHubKubeconfig,
+	CheckAnonymous:     checkAnonymous,
+	CheckHubCredential: checkHubCredential,
+	CheckShards:        checkShards,
 }
 
 // ParseCheckNames turns a comma-separated list into check names ("" or "all": every check).
@@ -201,6 +214,10 @@ func (o *Options) requireFor(check string) error {
 		need(o.HTTP != nil, "HTTP")
 	case CheckHubKubeconfig:
 		need(o.Kube != nil, "Kube")
+	case CheckAnonymous, CheckHubCredential, CheckShards:
+		// Kube reads the serving certificates' CA (anonymous) or the hub Secret.
+		need(o.Kube != nil, "Kube")
+		need(o.Services != nil, "Services")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("verify: check %s needs Options.%s", check, strings.Join(missing, ", Options."))
@@ -249,13 +266,13 @@ func poll(ctx context.Context, interval time.Duration, attempt func(ctx context.
 	for {
 		got := attempt(ctx)
 		tries++
-		if ctx.Err() == nil || last == nil || !anyFailed(got) {
+		if !expired(ctx) || last == nil || !anyFailed(got) {
 			last = got
 		}
 		if !anyFailed(last) {
 			return last
 		}
-		if ctx.Err() != nil {
+		if expired(ctx) {
 			return markTimedOut(last, tries)
 		}
 		t := time.NewTimer(interval)
@@ -266,6 +283,17 @@ func poll(ctx context.Context, interval time.Duration, attempt func(ctx context.
 		case <-t.C:
 		}
 	}
+}
+
+// expired reports whether ctx ended or its deadline passed. ctx.Err lags the deadline
+// by the time its timer takes to fire, and an attempt can fail at the deadline before it
+// does (client-go's rate limiter refuses a request that would end past the deadline).
+func expired(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 func anyFailed(results []Result) bool {

@@ -24,10 +24,10 @@ func TestRunAllChecksOnAHealthyStack(t *testing.T) {
 			order = append(order, r.Check)
 		}
 	}
-	if got := strings.Join(order, ","); got != "rollout,split-horizon,ingress,hub-kubeconfig" {
+	if got := strings.Join(order, ","); got != "rollout,split-horizon,ingress,hub-kubeconfig,anonymous,hub-credential,shards" {
 		t.Errorf("check order %s", got)
 	}
-	if s := verify.Summarize(results); s.Pass != 11+2+4+1 || s.Warn != 0 || s.Fail != 0 {
+	if s := verify.Summarize(results); s.Pass != 11+2+4+1+4+1+2 || s.Warn != 0 || s.Fail != 0 {
 		t.Errorf("summary %+v", s)
 	}
 }
@@ -52,6 +52,13 @@ func TestRunRefusesMissingDependencies(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "check ingress needs Options.HTTP") {
 		t.Fatalf("error %v", err)
 	}
+	f.opts.Services = nil
+	for _, check := range []string{verify.CheckAnonymous, verify.CheckHubCredential, verify.CheckShards} {
+		_, err := verify.Run(context.Background(), f.opts, []string{check})
+		if err == nil || !strings.Contains(err.Error(), "check "+check+" needs Options.Services") {
+			t.Errorf("%s: error %v", check, err)
+		}
+	}
 	if _, err := verify.Run(context.Background(), verify.Options{}, nil); err == nil {
 		t.Fatal("no config accepted")
 	}
@@ -60,7 +67,7 @@ func TestRunRefusesMissingDependencies(t *testing.T) {
 func TestParseCheckNames(t *testing.T) {
 	t.Parallel()
 	all, err := verify.ParseCheckNames("all")
-	if err != nil || len(all) != 4 {
+	if err != nil || len(all) != 7 {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	if _, err := verify.ParseCheckNames("rollout,dns"); err == nil || !strings.Contains(err.Error(), `unknown check "dns"`) {

@@ -1,7 +1,8 @@
 // Package verifytest builds the fakes the verify tests run against: a healthy cluster
 // (client-go fake clientset and fake dynamic client), a scripted DNS probe, a test PKI,
-// hub kubeconfigs and a TLS edge that answers like kcp. Nothing here needs a cluster or
-// a network beyond the loopback listener of httptest.
+// hub kubeconfigs, a TLS edge that answers like kcp, and a fake kcp behind the owned
+// Services (kcp.go). Nothing here needs a cluster or a network beyond the loopback
+// listeners of httptest.
 package verifytest
 
 import (
@@ -124,7 +125,8 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 	addDeployment(naming.NamespaceKcp, naming.FrontProxyDeployment(naming.FrontProxyName), int32(cfg.Kcp.FrontProxy.Replicas))
 
 	cert, key := pki.ClientCert(t, components.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
-	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost(), pki.CAPEM, cert, key)))
+	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost()+verify.RootWorkspacePath, pki.CAPEM, cert, key)))
+	objs = append(objs, ServingCertificateSecrets(cfg, pki.CAPEM)...)
 
 	crs := []runtime.Object{KcpObject("RootShard", naming.RootShardName, "True", "ReplicasUp", "")}
 	for _, s := range cfg.Kcp.Shards {
@@ -142,6 +144,24 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 		}, crs...),
 		PKI: pki,
 	}
+}
+
+// ServingCertificateSecrets are the operator's serving certificate Secrets of the front
+// proxy and every shard, with caPEM under ca.crt as cert-manager writes it.
+func ServingCertificateSecrets(cfg *config.Config, caPEM []byte) []runtime.Object {
+	names := []string{naming.FrontProxyServerCertificate(naming.RootShardName, naming.FrontProxyName)}
+	for _, s := range cfg.Kcp.AllShards() {
+		names = append(names, naming.ShardServerCertificate(s.Name))
+	}
+	var out []runtime.Object
+	for _, name := range names {
+		out = append(out, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: naming.NamespaceKcp, Name: name},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{"ca.crt": caPEM, "tls.crt": []byte("not read"), "tls.key": []byte("not read")},
+		})
+	}
+	return out
 }
 
 // Deployment is a fully rolled-out Deployment.
@@ -236,11 +256,18 @@ func NewPKI(t testing.TB) *PKI {
 	return &PKI{CA: ca, CAKey: key, CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// ClientCert issues a client certificate; it returns the certificate and key as PEM.
+// ClientCert issues a client certificate in the hub's group; it returns the certificate
+// and key as PEM.
 func (p *PKI) ClientCert(t testing.TB, cn string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
+	return p.ClientCertInGroups(t, cn, []string{components.KubeconfigAdminGroup}, notBefore, notAfter)
+}
+
+// ClientCertInGroups issues a client certificate for user cn in groups (its O).
+func (p *PKI) ClientCertInGroups(t testing.TB, cn string, groups []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+	t.Helper()
 	return p.issue(t, &x509.Certificate{
-		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: cn, Organization: []string{components.KubeconfigAdminGroup}},
+		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: cn, Organization: groups},
 		NotBefore: notBefore, NotAfter: notAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})

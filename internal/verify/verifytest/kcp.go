@@ -1,0 +1,206 @@
+package verifytest
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/verify"
+	"github.com/railgrid/railgrid-kcp/naming"
+)
+
+// KcpBehaviour is how the fake kcp behind the owned Services answers. HealthyKcp gives
+// the answers of the design document's "Verify" section and of a shard registered as
+// the program configures it.
+type KcpBehaviour struct {
+	// ReadyzStatus and FrontAPIStatus are the front proxy's answers to an anonymous GET
+	// /readyz and /api; ShardAPIStatus and ShardAPIBody every shard's to GET /api.
+	ReadyzStatus   int
+	FrontAPIStatus int
+	ShardAPIStatus int
+	ShardAPIBody   string
+	// Shards are the Shards the root workspace lists.
+	Shards []verify.KcpShard
+}
+
+// ForbiddenAnonymous is kcp's (kube-apiserver's) answer to an anonymous GET /api.
+const ForbiddenAnonymous = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",` +
+	`"message":"forbidden: User \"system:anonymous\" cannot get path \"/api\"","reason":"Forbidden","details":{},"code":403}`
+
+// HealthyKcp answers like the kcp the program deploys: readyz 200, anonymous /api 401
+// at the front proxy and 403 for system:anonymous at a shard, and every configured shard
+// registered with its base URL on its in-cluster Service and its virtual-workspace URL
+// on its public hostname.
+func HealthyKcp(cfg *config.Config) KcpBehaviour {
+	b := KcpBehaviour{
+		ReadyzStatus: http.StatusOK, FrontAPIStatus: http.StatusUnauthorized,
+		ShardAPIStatus: http.StatusForbidden, ShardAPIBody: ForbiddenAnonymous,
+	}
+	for _, s := range cfg.Kcp.AllShards() {
+		name, service := naming.KcpShardName(s.Name), naming.ShardDeployment(s.Name)
+		if s.Name == naming.RootShardName {
+			name, service = naming.KcpRootShard, naming.RootShardDeployment(s.Name)
+		}
+		b.Shards = append(b.Shards, verify.KcpShard{
+			Name:                name,
+			BaseURL:             fmt.Sprintf("https://%s:%d", naming.OperatorServiceHost(service), naming.KcpPort),
+			ExternalURL:         "https://" + verify.HubServerHost(),
+			VirtualWorkspaceURL: components.ShardVirtualWorkspaceURL(s.Hostname),
+		})
+	}
+	return b
+}
+
+// Kcp is a fake kcp: one TLS server per owned Service (the front proxy, the root shard,
+// each shard), reached through DialService as verify reaches them. Server certificates
+// come from the PKI with the names the operator and the program give them; the front
+// proxy authenticates client certificates of the same PKI (the user is the CN, the
+// groups the O plus system:authenticated, as kcp's x509 authenticator reads them) and
+// answers 401 to anything else.
+type Kcp struct {
+	servers map[string]*httptest.Server // by owned Service name
+
+	mu    sync.Mutex
+	dials []string
+}
+
+// NewKcp starts the fake kcp of cfg.
+func NewKcp(t testing.TB, cfg *config.Config, pki *PKI, b KcpBehaviour) *Kcp {
+	t.Helper()
+	k := &Kcp{servers: map[string]*httptest.Server{}}
+	front := naming.FrontProxyDeployment(naming.FrontProxyName)
+	k.servers[naming.OwnedServiceName(naming.FrontProxyName)] = startKcpServer(t, pki, frontProxyHandler(pki, b), true,
+		front, front+"."+naming.NamespaceKcp, naming.OperatorServiceHost(front), cfg.Kcp.FrontProxy.Hostname)
+	for _, s := range cfg.Kcp.AllShards() {
+		names := []string{"localhost", naming.OperatorServiceHost(naming.ShardDeployment(s.Name)), s.Hostname}
+		if s.Name == naming.RootShardName {
+			names = []string{naming.OperatorServiceHost(naming.RootShardDeployment(s.Name)), naming.OperatorServiceHost(front), s.Hostname}
+		}
+		k.servers[naming.OwnedServiceName(s.Name)] = startKcpServer(t, pki, shardHandler(b), false, names...)
+	}
+	return k
+}
+
+// DialService implements verify.ServiceDialer: it connects to the server behind an
+// owned Service's kcp port and records the dial.
+func (k *Kcp) DialService(ctx context.Context, namespace, service string, port int) (net.Conn, error) {
+	k.mu.Lock()
+	k.dials = append(k.dials, fmt.Sprintf("%s/%s:%d", namespace, service, port))
+	k.mu.Unlock()
+	srv, ok := k.servers[service]
+	if namespace != naming.NamespaceKcp || port != naming.KcpPort || !ok {
+		return nil, fmt.Errorf("no Service %s/%s port %d in the fake kcp", namespace, service, port)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", srv.Listener.Addr().String())
+}
+
+// Dials are the Services dialled so far, as namespace/name:port, deduplicated and sorted.
+func (k *Kcp) Dials() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := slices.Clone(k.dials)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func startKcpServer(t testing.TB, pki *PKI, h http.Handler, clientCerts bool, names ...string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, names...)}, MinVersion: tls.VersionTLS12}
+	if clientCerts {
+		// Like kube-apiserver: ask for a certificate, verify it in the authenticator, so
+		// a refused credential is a 401 rather than a failed handshake.
+		pool := x509.NewCertPool()
+		pool.AddCert(pki.CA)
+		srv.TLS.ClientAuth, srv.TLS.ClientCAs = tls.RequestClientCert, pool
+	}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func writeJSON(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+const unauthorized = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`
+
+func frontProxyHandler(pki *PKI, b KcpBehaviour) http.Handler {
+	pool := x509.NewCertPool()
+	pool.AddCert(pki.CA)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/readyz" {
+			w.WriteHeader(b.ReadyzStatus)
+			_, _ = w.Write([]byte("ok"))
+			return
+		}
+		user, groups, ok := authenticate(r, pool)
+		switch {
+		case !ok && r.URL.Path == "/api":
+			writeJSON(w, b.FrontAPIStatus, unauthorized)
+		case !ok:
+			writeJSON(w, http.StatusUnauthorized, unauthorized)
+		case r.Method == http.MethodPost && r.URL.Path == "/clusters/root/apis/authentication.k8s.io/v1/selfsubjectreviews":
+			review, _ := json.Marshal(map[string]any{
+				"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+				"metadata": map[string]any{"creationTimestamp": nil},
+				"status":   map[string]any{"userInfo": map[string]any{"username": user, "groups": groups}},
+			})
+			writeJSON(w, http.StatusCreated, string(review))
+		case r.Method == http.MethodGet && r.URL.Path == "/clusters/root/apis/core.kcp.io/v1alpha1/shards":
+			writeJSON(w, http.StatusOK, shardList(b.Shards))
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// authenticate reads the user from a client certificate the PKI issued for client
+// authentication, at the fixed clock of the tests.
+func authenticate(r *http.Request, pool *x509.CertPool) (user string, groups []string, ok bool) {
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return "", nil, false
+	}
+	cert := r.TLS.PeerCertificates[0]
+	_, err := cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: Now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err != nil {
+		return "", nil, false
+	}
+	return cert.Subject.CommonName, append(slices.Clone(cert.Subject.Organization), "system:authenticated"), true
+}
+
+func shardList(shards []verify.KcpShard) string {
+	items := make([]any, 0, len(shards))
+	for _, s := range shards {
+		items = append(items, map[string]any{
+			"apiVersion": "core.kcp.io/v1alpha1", "kind": "Shard",
+			"metadata": map[string]any{"name": s.Name},
+			"spec":     map[string]any{"baseURL": s.BaseURL, "externalURL": s.ExternalURL, "virtualWorkspaceURL": s.VirtualWorkspaceURL},
+		})
+	}
+	out, _ := json.Marshal(map[string]any{"apiVersion": "core.kcp.io/v1alpha1", "kind": "ShardList", "metadata": map[string]any{}, "items": items})
+	return string(out)
+}
+
+func shardHandler(b KcpBehaviour) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api" {
+			http.NotFound(w, r)
+			return
+		}
+		writeJSON(w, b.ShardAPIStatus, b.ShardAPIBody)
+	})
+}
