@@ -196,7 +196,19 @@ func addShard(t *testing.T, ctx context.Context, e *env, before, after rendered,
 	if _, err := e.c.dyn.Resource(tlsRouteGVR).Namespace(naming.NamespaceKcp).Get(ctx, edgeRouteName(name), metav1.GetOptions{}); err != nil {
 		t.Errorf("the edge route of %s: %v", name, err)
 	}
+	// kcp itself: the shard registered with the running root shard.
+	waitForKcpShards(t, ctx, e, label, kcpShardsOf(after))
 	checkNoChanges(t, ctx, s, "post-"+label)
+}
+
+// kcpShardsOf are the names under which kcp's root workspace lists the shards of a plan.
+func kcpShardsOf(p rendered) []string {
+	var names []string
+	for _, s := range p.cfg.Kcp.AllShards() {
+		names = append(names, naming.KcpShardName(s.Name))
+	}
+	slices.Sort(names)
+	return names
 }
 
 // retireShard runs up after the shard was taken out of kcp.shards and listed in
@@ -270,6 +282,9 @@ func retireShard(t *testing.T, ctx context.Context, e *env, before rendered, nam
 		t.Errorf("the %s did not keep %s's claims: %v, were %v", label, name, after2, claims)
 	}
 	checkRetiredOutput(t, ctx, e, name, claims)
+	// kcp itself: the operator removed the shard from the running root shard (the
+	// Shard's finalizer), and nobody lifted that finalizer.
+	waitForKcpShards(t, ctx, e, label, kcpShardsOf(after))
 	checkNoChanges(t, ctx, s, "post-"+label)
 	return claims
 }

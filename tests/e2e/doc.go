@@ -1,23 +1,23 @@
 // Package e2e runs the kind stack end to end under the real Pulumi engine and the real
 // Kubernetes provider, offline: the Pulumi CLI (driven through the Automation API with
 // an inline program that runs exactly what main.go runs), the pulumi-resource-kubernetes
-// plugin, and a cluster without containers (etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler and kwok, all on 127.0.0.1), where kwok makes
-// the fake nodes' pods Running and Ready so that Deployments and StatefulSets really roll
-// out. The real controllers run as processes against it: the kcp-operator (built from
-// ../shared/thirdparty, as the ServiceAccount of the chart the stack installs, which the
-// test generates from the real chart templates), cert-manager's controller (v1.20.2,
-// from ../shared/thirdparty, the version the kind stack installs), and the Envoy Gateway
-// control plane (v1.9.0, the version the kind stack installs; go install'ed from the Go
-// module proxy), which reconciles the kind edge: the stack is told Envoy Gateway is
-// present, and the test installs the ServiceAccounts, RBAC, configuration and CRDs of
-// the real chart (charts/gateway-helm of that module, rendered with the Helm CLI), issues
-// its certificates with `envoy-gateway certgen` as the chart's certgen ServiceAccount,
-// and runs it as the chart's ServiceAccount in a mount namespace (a private root with
+// plugin, and a cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
+// with one real node (kubelet, kube-proxy and containerd on a bridge of the test's own,
+// node_test.go) and three nodes simulated by kwok. The API server's default node
+// selector puts every pod on the real node, where etcd, kcp, the kcp-operator (its
+// chart's Deployment, which the test generates from the real chart templates) and
+// CoreDNS run as real containers from images written here; only Envoy Gateway's
+// namespace names the kwok nodes, for its Envoy proxy pods (no Envoy binary can be built
+// here). cert-manager's controller (v1.20.2, from ../shared/thirdparty, the version the
+// kind stack installs) runs as a process, and so does the Envoy Gateway control plane
+// (v1.9.0, the version the kind stack installs; go install'ed from the Go module proxy),
+// which reconciles the kind edge: the stack is told Envoy Gateway is present, and the
+// test installs the ServiceAccounts, RBAC, configuration and CRDs of the real chart
+// (charts/gateway-helm of that module, rendered with the Helm CLI), issues its
+// certificates with `envoy-gateway certgen` as the chart's certgen ServiceAccount, and
+// runs it as the chart's ServiceAccount in a mount namespace (a private root with
 // /certs) and a network namespace of its own, the API server's port forwarded into it
-// (envoygateway_test.go). Envoy Gateway creates its Envoy proxy Deployment and Service,
-// which kwok runs as simulated pods. kwok makes kcp-system pods Ready only after a few
-// seconds, like real kcp servers.
+// (envoygateway_test.go).
 //
 // The test proves what mocks and the offline plan cannot: a preview of a fresh stack
 // succeeds; `up` converges and creates no kcp object before what it needs is ready; the
@@ -36,7 +36,10 @@
 // with Ctrl-C while it waits for the root shard converges when run again; an `up` killed
 // with SIGKILL at three points converges after pulumi cancel and pulumi refresh
 // --clear-pending-creates (killed_test.go); CoreDNS's pod template makes it read the
-// program's Corefile, also after destroy.
+// program's Corefile, also after destroy; and against the running kcp (realkcp_test.go):
+// every pod Ready on the real node, cmd/verify's checks but ingress, the hub's
+// credential through the front proxy (another CA's refused), and the Shards kcp's root
+// workspace lists as shards are added and retired, with no finalizer lifted.
 //
 // hack/e2e.sh builds the binaries (hack/build-tools.sh env kube etcd kwok pulumi
 // provider kcp-operator cert-manager envoy-gateway helm kcp) and runs the test. The

@@ -329,6 +329,8 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		creds = append(creds, cred)
 		checkHubSecret(t, ctx, e, p, cred)
 		checkNoPlaintext(t, ctx, e, creds)
+		// The credential works, as the hub uses it: through the front proxy, as kcp-admin.
+		checkHubCredentialWorks(t, ctx, e, "first up")
 	})
 	if len(creds) == 0 {
 		return

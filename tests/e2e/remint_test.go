@@ -107,5 +107,6 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 
 	checkSameObjects(t, holders, dataHolders(t, ctx, e.c))
 	checkNoPlaintext(t, ctx, e, *creds)
+	checkHubCredentialWorks(t, ctx, e, fmt.Sprintf("re-mint %d", gen))
 	checkNoChanges(t, ctx, s, fmt.Sprintf("post-remint-%d", gen))
 }

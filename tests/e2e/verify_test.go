@@ -17,8 +17,9 @@ const verifySkipReason = "no Envoy proxy runs in the test cluster: its pods are 
 
 // runVerify builds cmd/verify and runs it against the cluster, as an operator would
 // after `up`, with the ingress check skipped explicitly; every other check must pass
-// (split-horizon asks the real CoreDNS from a probe pod on the real node), and the
-// skipped check must be reported as skipped.
+// against the running kcp (split-horizon asks the real CoreDNS from a probe pod on the
+// real node; anonymous, hub-credential and shards reach kcp's owned Services through the
+// API server's port-forward), and the skipped check must be reported as skipped.
 func runVerify(t *testing.T, ctx context.Context, e *env, root string) {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "verify")
@@ -51,7 +52,8 @@ func runVerify(t *testing.T, ctx context.Context, e *env, root string) {
 			t.Errorf("cmd/verify %s %s: %s: %s", r.Check, r.Item, r.Status, r.Message)
 		}
 	}
-	for _, check := range []string{verify.CheckRollout, verify.CheckSplitHorizon, verify.CheckHubKubeconfig} {
+	for _, check := range []string{verify.CheckRollout, verify.CheckSplitHorizon, verify.CheckHubKubeconfig,
+		verify.CheckAnonymous, verify.CheckHubCredential, verify.CheckShards} {
 		if counts[check][verify.StatusPass] == 0 {
 			t.Errorf("cmd/verify reported no passing %s item", check)
 		}

@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/railgrid/railgrid-kcp/internal/verify"
+	"github.com/railgrid/railgrid-kcp/naming"
+)
+
+// The checks here talk to the running kcp as the hub does: through the front proxy's
+// owned Service (reached with the API server's port-forward, as cmd/verify reaches it),
+// with the kubeconfig the hub reads from its Secret.
+
+// hubKubeconfig reads the kubeconfig the hub reads.
+func hubKubeconfig(t *testing.T, ctx context.Context, e *env) []byte {
+	t.Helper()
+	hub := e.plan.cfg.Hub
+	secret, err := e.c.kube.CoreV1().Secrets(hub.Namespace).Get(ctx, hub.SecretName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the hub Secret: %v", err)
+	}
+	if len(secret.Data[hub.SecretKey]) == 0 {
+		t.Fatalf("the hub Secret has no %s", hub.SecretKey)
+	}
+	return secret.Data[hub.SecretKey]
+}
+
+// frontProxyDial reaches the front proxy's owned Service.
+func frontProxyDial(e *env) verify.DialFunc {
+	return verify.ServiceDialFunc(&verify.PortForwardDialer{Kube: e.c.kube, Config: e.c.rest},
+		naming.NamespaceKcp, naming.OwnedServiceName(naming.FrontProxyName), naming.KcpPort)
+}
+
+// checkHubCredentialWorks uses the hub's credential through the front proxy, and shows
+// that the check refuses a credential of the same name from another CA.
+func checkHubCredentialWorks(t *testing.T, ctx context.Context, e *env, label string) {
+	t.Helper()
+	kubeconfig := hubKubeconfig(t, ctx, e)
+	dial := frontProxyDial(e)
+	var got verify.Result
+	// The front proxy reloads a renewed client CA bundle within seconds; a re-mint does
+	// not change the CA, so the first answer must already be right.
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	got = verify.VerifyHubCredential(cctx, kubeconfig, dial)
+	if got.Status != verify.StatusPass {
+		t.Fatalf("%s: the hub's credential does not work through the front proxy: %s", label, got.Message)
+	}
+	t.Logf("%s: %s", label, got.Message)
+
+	forged, err := withClientCertFromAnotherCA(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := verify.VerifyHubCredential(cctx, forged, dial)
+	if refused.Status != verify.StatusFail || !strings.Contains(refused.Message, "401") {
+		t.Errorf("%s: a client certificate for %s from another CA was not refused with 401: %s %s", label, naming.KubeconfigUsername, refused.Status, refused.Message)
+	} else {
+		t.Logf("%s: a credential from another CA: %s", label, refused.Message)
+	}
+}
+
+// withClientCertFromAnotherCA is kubeconfig with its client certificate and key replaced
+// by ones of the same user and group, signed by a CA of the test's own.
+func withClientCertFromAnotherCA(kubeconfig []byte) ([]byte, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "railgrid-e2e-other-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2),
+		Subject:   pkix.Name{CommonName: naming.KubeconfigUsername, Organization: []string{naming.KubeconfigAdminGroup}},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.ClientCertificateData = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})
+		auth.ClientKeyData = pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// kcpShardNames lists the Shards registered in kcp's root workspace, read through the
+// front proxy with the hub's credential.
+func kcpShardNames(t *testing.T, ctx context.Context, e *env) []string {
+	t.Helper()
+	cfg, err := verify.KubeconfigRESTConfig(hubKubeconfig(t, ctx, e), frontProxyDial(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards, err := verify.ListKcpShards(ctx, cfg)
+	if err != nil {
+		t.Fatalf("listing kcp's Shards through the front proxy: %v", err)
+	}
+	var names []string
+	for _, s := range shards {
+		names = append(names, s.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// waitForKcpShards waits until the root workspace lists exactly want (sorted).
+func waitForKcpShards(t *testing.T, ctx context.Context, e *env, label string, want []string) {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		got = kcpShardNames(t, ctx, e)
+		if slices.Equal(got, want) {
+			t.Logf("%s: kcp's root workspace lists the Shards %v", label, got)
+			return
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Errorf("%s: kcp's root workspace lists the Shards %v, want %v", label, got, want)
+			return
+		}
+		time.Sleep(2 * time.Second)
+	}
+}
