@@ -13,15 +13,22 @@ import (
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// KcpPlatformArgs is the validated stack configuration.
-type KcpPlatformArgs struct {
+// StackArgs is the validated stack configuration.
+type StackArgs struct {
 	Config *config.Config
 }
 
-// KcpPlatform is the whole stack: the platform (kind or GKE), one etcd per shard, the
-// kcp-operator, the root shard, the additional shards, the front proxy, split-horizon
-// DNS, the edge, the hub's kubeconfig and etcd snapshots.
-type KcpPlatform struct {
+// stackTypeToken is the Stack component's Pulumi type token. It keeps the component's
+// first name: the token is in the URN of the component and of every resource below it,
+// so a new one would be a delete and a create of the whole stack in a deployed stack, or
+// aliases carried for good, for a label in the preview's tree.
+const stackTypeToken = "railgrid:kcp:KcpPlatform"
+
+// Stack is the whole stack, the component every other one is declared under: the
+// platform (kind or GKE), one etcd per shard, the kcp-operator, the root shard, the
+// additional shards, the front proxy, split-horizon DNS, the edge, the hub's kubeconfig
+// and etcd snapshots.
+type Stack struct {
 	pulumi.ResourceState
 
 	Platform   Platform
@@ -38,28 +45,28 @@ type KcpPlatform struct {
 	RetiredVolumes pulumi.MapOutput
 }
 
-// NewKcpPlatform composes the stack. Whatever the platform must read first (the GKE
+// NewStack composes the stack. Whatever the platform must read first (the GKE
 // cluster) is read and checked before anything is declared.
-func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opts ...pulumi.ResourceOption) (*KcpPlatform, error) {
+func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.ResourceOption) (*Stack, error) {
 	if args == nil || args.Config == nil {
-		return nil, errors.New("KcpPlatform: Config is required")
+		return nil, errors.New("Stack: Config is required")
 	}
 	cfg := args.Config
 	builder, err := newPlatformBuilder(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	p := &KcpPlatform{}
-	if err := ctx.RegisterComponentResource("railgrid:kcp:KcpPlatform", name, p, opts...); err != nil {
+	st := &Stack{}
+	if err := ctx.RegisterComponentResource(stackTypeToken, name, st, opts...); err != nil {
 		return nil, err
 	}
-	platform, err := builder.Declare(ctx, name+"-"+string(cfg.Platform), pulumi.Parent(p))
+	platform, err := builder.Declare(ctx, name+"-"+string(cfg.Platform), pulumi.Parent(st))
 	if err != nil {
 		return nil, err
 	}
-	p.Platform = platform
+	st.Platform = platform
 	// Every Kubernetes object below goes through the platform's provider.
-	child := []pulumi.ResourceOption{pulumi.Parent(p), pulumi.Providers(platform.Provider())}
+	child := []pulumi.ResourceOption{pulumi.Parent(st), pulumi.Providers(platform.Provider())}
 
 	// Namespaces that hold data are retained: deleting the etcd namespace would delete
 	// the volume claims with it, and the hub namespace also holds the hub.
@@ -96,11 +103,11 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 		if err != nil {
 			return nil, err
 		}
-		p.Etcd = append(p.Etcd, etcd)
+		st.Etcd = append(st.Etcd, etcd)
 		etcdByShard[shard.Name] = etcd
 	}
 
-	if p.Operator, err = NewKcpOperator(ctx, name+"-operator", &KcpOperatorArgs{
+	if st.Operator, err = NewKcpOperator(ctx, name+"-operator", &KcpOperatorArgs{
 		Config:            cfg,
 		OperatorNamespace: operatorNS,
 		KcpNamespace:      kcpNS,
@@ -116,10 +123,10 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 	if err != nil {
 		return nil, err
 	}
-	if p.RootShard, err = NewKcpRootShard(ctx, name+"-root", &KcpRootShardArgs{
+	if st.RootShard, err = NewKcpRootShard(ctx, name+"-root", &KcpRootShardArgs{
 		Config:       cfg,
 		Etcd:         etcdByShard[naming.RootShardName],
-		Operator:     p.Operator,
+		Operator:     st.Operator,
 		RolloutWaits: waits.ofRootShard(),
 	}, child...); err != nil {
 		return nil, err
@@ -129,51 +136,51 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 			Config:       cfg,
 			Shard:        shard,
 			Etcd:         etcdByShard[shard.Name],
-			RootShard:    p.RootShard,
-			Operator:     p.Operator,
+			RootShard:    st.RootShard,
+			Operator:     st.Operator,
 			RolloutWaits: waits.afterRootShard(),
 		}, child...)
 		if err != nil {
 			return nil, err
 		}
-		p.Shards = append(p.Shards, s)
+		st.Shards = append(st.Shards, s)
 	}
-	if p.FrontProxy, err = NewFrontProxy(ctx, name+"-frontproxy", &FrontProxyArgs{
+	if st.FrontProxy, err = NewFrontProxy(ctx, name+"-frontproxy", &FrontProxyArgs{
 		Config:       cfg,
-		RootShard:    p.RootShard,
-		Operator:     p.Operator,
+		RootShard:    st.RootShard,
+		Operator:     st.Operator,
 		RolloutWaits: waits.afterRootShard(),
 	}, child...); err != nil {
 		return nil, err
 	}
 
-	records, serviceDeps := p.shardRecords(cfg)
-	if p.DNS, err = NewSplitHorizonDNS(ctx, name+"-dns", &SplitHorizonDNSArgs{
+	records, serviceDeps := st.shardRecords(cfg)
+	if st.DNS, err = NewSplitHorizonDNS(ctx, name+"-dns", &SplitHorizonDNSArgs{
 		Records:   records,
 		Backend:   platform.DNS(),
 		DependsOn: serviceDeps,
 	}, child...); err != nil {
 		return nil, err
 	}
-	if p.Edge, err = NewKcpEdge(ctx, name+"-edge", &KcpEdgeArgs{
-		Backends: p.exposedBackends(cfg),
+	if st.Edge, err = NewKcpEdge(ctx, name+"-edge", &KcpEdgeArgs{
+		Backends: st.exposedBackends(cfg),
 		Backend:  platform.Edge(),
 	}, child...); err != nil {
 		return nil, err
 	}
-	if p.Hub, err = NewHubKubeconfig(ctx, name+"-hub", &HubKubeconfigArgs{
+	if st.Hub, err = NewHubKubeconfig(ctx, name+"-hub", &HubKubeconfigArgs{
 		Config:       cfg,
-		FrontProxy:   p.FrontProxy,
+		FrontProxy:   st.FrontProxy,
 		HubNamespace: hubNS,
 	}, child...); err != nil {
 		return nil, err
 	}
-	snapshots, err := NewEtcdSnapshots(ctx, name+"-snapshots", &EtcdSnapshotsArgs{Clusters: p.Etcd, Backend: platform.Snapshots()}, child...)
+	snapshots, err := NewEtcdSnapshots(ctx, name+"-snapshots", &EtcdSnapshotsArgs{Clusters: st.Etcd, Backend: platform.Snapshots()}, child...)
 	if err != nil {
 		return nil, err
 	}
-	p.Snapshots = snapshots.Outputs
-	p.RetiredVolumes = pulumi.Map{}.ToMapOutput()
+	st.Snapshots = snapshots.Outputs
+	st.RetiredVolumes = pulumi.Map{}.ToMapOutput()
 	if len(cfg.Kcp.RetiredShards) > 0 {
 		retired, err := NewRetiredShardVolumes(ctx, name+"-retired", &RetiredShardVolumesArgs{
 			Shards: cfg.Kcp.RetiredShards, Members: cfg.Etcd.Members,
@@ -181,42 +188,42 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 		if err != nil {
 			return nil, err
 		}
-		p.RetiredVolumes = retired.Volumes
+		st.RetiredVolumes = retired.Volumes
 	}
-	if err := ctx.RegisterResourceOutputs(p, pulumi.Map{
-		"hubSecretName":   p.Hub.SecretName,
-		"hubExpiresAt":    p.Hub.ExpiresAt,
-		"edgeAddress":     p.Edge.Address,
-		"splitHorizonFor": p.DNS.Hostnames,
+	if err := ctx.RegisterResourceOutputs(st, pulumi.Map{
+		"hubSecretName":   st.Hub.SecretName,
+		"hubExpiresAt":    st.Hub.ExpiresAt,
+		"edgeAddress":     st.Edge.Address,
+		"splitHorizonFor": st.DNS.Hostnames,
 	}); err != nil {
 		return nil, err
 	}
-	return p, nil
+	return st, nil
 }
 
 // shardRecords are the split-horizon answers: each shard hostname to its owned Service.
-func (p *KcpPlatform) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resource) {
-	records := []HostRecord{{Shard: p.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, ClusterIP: cfg.Kcp.RootShard.ClusterIP}}
-	deps := []pulumi.Resource{p.RootShard.Service, p.RootShard.RootShard}
+func (st *Stack) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resource) {
+	records := []HostRecord{{Shard: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, ClusterIP: cfg.Kcp.RootShard.ClusterIP}}
+	deps := []pulumi.Resource{st.RootShard.Service, st.RootShard.RootShard}
 	for i, s := range cfg.Kcp.Shards {
 		records = append(records, HostRecord{Shard: s.Name, Hostname: s.Hostname, ClusterIP: s.ClusterIP})
 		// The answer is published once the shard is Available (the design's order), so a
 		// client never resolves a shard that is not serving yet.
-		deps = append(deps, p.Shards[i].Service, p.Shards[i].Shard)
+		deps = append(deps, st.Shards[i].Service, st.Shards[i].Shard)
 	}
 	return records, deps
 }
 
 // exposedBackends are the hostnames the edge serves: the front proxy and every shard.
-func (p *KcpPlatform) exposedBackends(cfg *config.Config) []ExposedBackend {
+func (st *Stack) exposedBackends(cfg *config.Config) []ExposedBackend {
 	backends := []ExposedBackend{
-		{Name: p.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: naming.OwnedServiceName(p.FrontProxy.Name), DependsOn: []pulumi.Resource{p.FrontProxy.Service, p.FrontProxy.FrontProxy}},
-		{Name: p.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: naming.OwnedServiceName(p.RootShard.Name), DependsOn: []pulumi.Resource{p.RootShard.Service, p.RootShard.RootShard}},
+		{Name: st.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: naming.OwnedServiceName(st.FrontProxy.Name), DependsOn: []pulumi.Resource{st.FrontProxy.Service, st.FrontProxy.FrontProxy}},
+		{Name: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: naming.OwnedServiceName(st.RootShard.Name), DependsOn: []pulumi.Resource{st.RootShard.Service, st.RootShard.RootShard}},
 	}
 	// Each route waits for its kcp object to be Available: the edge sends no traffic to a
 	// shard that is still starting (the design's order: the Shard before its route).
 	for i, s := range cfg.Kcp.Shards {
-		backends = append(backends, ExposedBackend{Name: s.Name, Hostname: s.Hostname, Service: naming.OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{p.Shards[i].Service, p.Shards[i].Shard}})
+		backends = append(backends, ExposedBackend{Name: s.Name, Hostname: s.Hostname, Service: naming.OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{st.Shards[i].Service, st.Shards[i].Shard}})
 	}
 	return backends
 }
