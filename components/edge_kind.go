@@ -27,7 +27,7 @@ type envoyGatewayEdge struct {
 	dependsOn []pulumi.Resource // the Envoy Gateway release, when the stack installs it
 }
 
-func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends []ExposedBackend, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error) {
+func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, routes []EdgeRoute, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error) {
 	timeout := fmt.Sprintf("%ds", int(e.cfg.LoadBalancerTimeout().Seconds()))
 	after := func(deps ...pulumi.Resource) []pulumi.ResourceOption {
 		all := append(append([]pulumi.Resource{}, e.dependsOn...), deps...)
@@ -64,8 +64,8 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 		return pulumi.StringOutput{}, err
 	}
 	var serviceDeps []pulumi.Resource
-	for _, b := range backends {
-		serviceDeps = append(serviceDeps, b.DependsOn...)
+	for _, route := range routes {
+		serviceDeps = append(serviceDeps, route.DependsOn...)
 	}
 	// Custom resources are not awaited unless they carry pulumi.com/waitFor: the edge is
 	// ready when Envoy Gateway says so, not when the object exists.
@@ -85,19 +85,19 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 	if err != nil {
 		return pulumi.StringOutput{}, err
 	}
-	var routes []edgeapi.PolicyTargetRef
-	for _, b := range backends {
-		routeName := naming.EdgeRouteName(b.Name)
-		if _, err := newUntyped(ctx, name+"-route-"+b.Name,
+	var routeRefs []edgeapi.PolicyTargetRef
+	for _, route := range routes {
+		routeName := naming.EdgeRouteName(route.Name)
+		if _, err := newUntyped(ctx, name+"-route-"+route.Name,
 			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "TLSRoute", Name: routeName, Namespace: naming.NamespaceKcp},
 			edgeapi.RouteSpec{
 				ParentRefs: []edgeapi.ParentRef{{Name: naming.EdgeGatewayName}},
-				Hostnames:  []string{b.Hostname},
-				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: b.Service, Port: naming.KcpPort}}}},
-			}, after(append([]pulumi.Resource{gateway}, b.DependsOn...)...)...); err != nil {
+				Hostnames:  []string{route.Hostname},
+				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: route.Service, Port: naming.KcpPort}}}},
+			}, after(append([]pulumi.Resource{gateway}, route.DependsOn...)...)...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
-		routes = append(routes, edgeapi.PolicyTargetRef{Group: edgeapi.GatewayGroup, Kind: "TLSRoute", Name: routeName})
+		routeRefs = append(routeRefs, edgeapi.PolicyTargetRef{Group: edgeapi.GatewayGroup, Kind: "TLSRoute", Name: routeName})
 	}
 	// Passthrough connections are TCP to Envoy: the TCP idle timeout is what would close
 	// a quiet watch. The HTTP timeouts apply if a listener ever terminates TLS.
@@ -115,7 +115,7 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backen
 	if _, err := newUntyped(ctx, name+"-backend-policy",
 		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "BackendTrafficPolicy", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceKcp},
 		edgeapi.BackendTrafficPolicySpec{
-			TargetRefs: routes,
+			TargetRefs: routeRefs,
 			Timeout: edgeapi.BackendTimeout{
 				TCP:  edgeapi.BackendTCPTimeout{ConnectTimeout: "10s"},
 				HTTP: edgeapi.BackendHTTPTimeout{RequestTimeout: timeout, ConnectionIdleTimeout: timeout, StreamIdleTimeout: timeout},

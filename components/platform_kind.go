@@ -104,7 +104,7 @@ func (k *KindPlatform) EtcdPlacement() EtcdPlacement {
 
 func (k *KindPlatform) DNS() DNSBackend { return coreDNSHosts{} }
 
-func (k *KindPlatform) Edge() EdgeBackend {
+func (k *KindPlatform) Edge() EdgeGateway {
 	return envoyGatewayEdge{cfg: k.cfg, dependsOn: k.envoyGateway}
 }
 

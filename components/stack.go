@@ -163,8 +163,8 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 		return nil, err
 	}
 	if st.Edge, err = NewKcpEdge(ctx, name+"-edge", &KcpEdgeArgs{
-		Backends: st.exposedBackends(cfg),
-		Backend:  platform.Edge(),
+		Routes:  st.edgeRoutes(cfg),
+		Gateway: platform.Edge(),
 	}, child...); err != nil {
 		return nil, err
 	}
@@ -214,18 +214,18 @@ func (st *Stack) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resour
 	return records, deps
 }
 
-// exposedBackends are the hostnames the edge serves: the front proxy and every shard.
-func (st *Stack) exposedBackends(cfg *config.Config) []ExposedBackend {
-	backends := []ExposedBackend{
+// edgeRoutes are the hostnames the edge serves: the front proxy and every shard.
+func (st *Stack) edgeRoutes(cfg *config.Config) []EdgeRoute {
+	routes := []EdgeRoute{
 		{Name: st.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: naming.OwnedServiceName(st.FrontProxy.Name), DependsOn: []pulumi.Resource{st.FrontProxy.Service, st.FrontProxy.FrontProxy}},
 		{Name: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: naming.OwnedServiceName(st.RootShard.Name), DependsOn: []pulumi.Resource{st.RootShard.Service, st.RootShard.RootShard}},
 	}
 	// Each route waits for its kcp object to be Available: the edge sends no traffic to a
 	// shard that is still starting (the design's order: the Shard before its route).
 	for i, s := range cfg.Kcp.Shards {
-		backends = append(backends, ExposedBackend{Name: s.Name, Hostname: s.Hostname, Service: naming.OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{st.Shards[i].Service, st.Shards[i].Shard}})
+		routes = append(routes, EdgeRoute{Name: s.Name, Hostname: s.Hostname, Service: naming.OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{st.Shards[i].Service, st.Shards[i].Shard}})
 	}
-	return backends
+	return routes
 }
 
 // newNamespace declares a namespace; podSecurityMode, when set, is the Pod Security
