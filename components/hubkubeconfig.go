@@ -79,7 +79,7 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 	kubeconfig, err := newKcpObject(ctx, name, kcpapi.KindKubeconfig, objectName, spec,
 		map[string]string{AnnotationRemint: generation},
 		pulumi.Parent(h),
-		pulumi.DependsOn([]pulumi.Resource{args.FrontProxy.FrontProxy}))
+		pulumi.DependsOn([]pulumi.Resource{args.FrontProxy.Object}))
 	if err != nil {
 		return nil, err
 	}

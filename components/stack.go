@@ -123,22 +123,25 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 	if err != nil {
 		return nil, err
 	}
+	// What every kcp server takes from the config, derived once: the pinned image and
+	// the hub's OIDC.
+	image, auth := kcpImage(cfg), kcpAuth(cfg)
+	server := func(e config.Endpoint, rolloutWaits pulumi.ResourceOption) KcpServerArgs {
+		return KcpServerArgs{Image: image, Auth: auth, Hostname: e.Hostname, ClusterIP: e.ClusterIP, Replicas: e.Replicas,
+			Operator: st.Operator, RolloutWaits: rolloutWaits}
+	}
 	if st.RootShard, err = NewKcpRootShard(ctx, name+"-root", &KcpRootShardArgs{
-		Config:       cfg,
-		Etcd:         etcdByShard[naming.RootShardName],
-		Operator:     st.Operator,
-		RolloutWaits: waits.ofRootShard(),
+		KcpServerArgs: server(cfg.Kcp.RootShard, waits.ofRootShard()),
+		Etcd:          etcdByShard[naming.RootShardName],
 	}, child...); err != nil {
 		return nil, err
 	}
 	for _, shard := range cfg.Kcp.Shards {
 		s, err := NewKcpShard(ctx, name+"-shard-"+shard.Name, &KcpShardArgs{
-			Config:       cfg,
-			Shard:        shard,
-			Etcd:         etcdByShard[shard.Name],
-			RootShard:    st.RootShard,
-			Operator:     st.Operator,
-			RolloutWaits: waits.afterRootShard(),
+			KcpServerArgs: server(shard.Endpoint, waits.afterRootShard()),
+			Name:          shard.Name,
+			Etcd:          etcdByShard[shard.Name],
+			RootShard:     st.RootShard,
 		}, child...)
 		if err != nil {
 			return nil, err
@@ -146,10 +149,8 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 		st.Shards = append(st.Shards, s)
 	}
 	if st.FrontProxy, err = NewFrontProxy(ctx, name+"-frontproxy", &FrontProxyArgs{
-		Config:       cfg,
-		RootShard:    st.RootShard,
-		Operator:     st.Operator,
-		RolloutWaits: waits.afterRootShard(),
+		KcpServerArgs: server(cfg.Kcp.FrontProxy, waits.afterRootShard()),
+		RootShard:     st.RootShard,
 	}, child...); err != nil {
 		return nil, err
 	}
@@ -204,12 +205,12 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 // shardRecords are the split-horizon answers: each shard hostname to its owned Service.
 func (st *Stack) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resource) {
 	records := []HostRecord{{Shard: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, ClusterIP: cfg.Kcp.RootShard.ClusterIP}}
-	deps := []pulumi.Resource{st.RootShard.Service, st.RootShard.RootShard}
+	deps := []pulumi.Resource{st.RootShard.Service, st.RootShard.Object}
 	for i, s := range cfg.Kcp.Shards {
 		records = append(records, HostRecord{Shard: s.Name, Hostname: s.Hostname, ClusterIP: s.ClusterIP})
 		// The answer is published once the shard is Available (the design's order), so a
 		// client never resolves a shard that is not serving yet.
-		deps = append(deps, st.Shards[i].Service, st.Shards[i].Shard)
+		deps = append(deps, st.Shards[i].Service, st.Shards[i].Object)
 	}
 	return records, deps
 }
@@ -217,13 +218,13 @@ func (st *Stack) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resour
 // edgeRoutes are the hostnames the edge serves: the front proxy and every shard.
 func (st *Stack) edgeRoutes(cfg *config.Config) []EdgeRoute {
 	routes := []EdgeRoute{
-		{Name: st.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: naming.OwnedServiceName(st.FrontProxy.Name), DependsOn: []pulumi.Resource{st.FrontProxy.Service, st.FrontProxy.FrontProxy}},
-		{Name: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: naming.OwnedServiceName(st.RootShard.Name), DependsOn: []pulumi.Resource{st.RootShard.Service, st.RootShard.RootShard}},
+		{Name: st.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: naming.OwnedServiceName(st.FrontProxy.Name), DependsOn: []pulumi.Resource{st.FrontProxy.Service, st.FrontProxy.Object}},
+		{Name: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: naming.OwnedServiceName(st.RootShard.Name), DependsOn: []pulumi.Resource{st.RootShard.Service, st.RootShard.Object}},
 	}
 	// Each route waits for its kcp object to be Available: the edge sends no traffic to a
 	// shard that is still starting (the design's order: the Shard before its route).
 	for i, s := range cfg.Kcp.Shards {
-		routes = append(routes, EdgeRoute{Name: s.Name, Hostname: s.Hostname, Service: naming.OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{st.Shards[i].Service, st.Shards[i].Shard}})
+		routes = append(routes, EdgeRoute{Name: s.Name, Hostname: s.Hostname, Service: naming.OwnedServiceName(s.Name), DependsOn: []pulumi.Resource{st.Shards[i].Service, st.Shards[i].Object}})
 	}
 	return routes
 }
