@@ -108,7 +108,10 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 	}
 
 	if st.Operator, err = NewKcpOperator(ctx, name+"-operator", &KcpOperatorArgs{
-		Config:            cfg,
+		ChartVersion:      cfg.Versions.OperatorChart,
+		ImageTag:          cfg.Versions.OperatorImage,
+		ChartRepository:   cfg.Operator.ChartRepository,
+		ChartPath:         cfg.Operator.ChartPath,
 		OperatorNamespace: operatorNS,
 		KcpNamespace:      kcpNS,
 		CertManager:       platform.CertManager(),
@@ -170,9 +173,12 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 		return nil, err
 	}
 	if st.Hub, err = NewHubKubeconfig(ctx, name+"-hub", &HubKubeconfigArgs{
-		Config:       cfg,
-		FrontProxy:   st.FrontProxy,
-		HubNamespace: hubNS,
+		FrontProxy:       st.FrontProxy,
+		Validity:         cfg.Hub.KubeconfigValidity,
+		RemintGeneration: cfg.Hub.RemintGeneration,
+		HubNamespace:     hubNS,
+		SecretName:       cfg.Hub.SecretName,
+		SecretKey:        cfg.Hub.SecretKey,
 	}, child...); err != nil {
 		return nil, err
 	}
