@@ -60,142 +60,27 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 	if err := ctx.RegisterComponentResource(stackTypeToken, name, st, opts...); err != nil {
 		return nil, err
 	}
-	platform, err := builder.Declare(ctx, name+"-"+string(cfg.Platform), pulumi.Parent(st))
+	if st.Platform, err = builder.Declare(ctx, name+"-"+string(cfg.Platform), pulumi.Parent(st)); err != nil {
+		return nil, err
+	}
+	b := stackBuild{ctx: ctx, name: name, cfg: cfg, platform: st.Platform,
+		// Every Kubernetes object below goes through the platform's provider.
+		child: []pulumi.ResourceOption{pulumi.Parent(st), pulumi.Providers(st.Platform.Provider())}}
+	ns, err := b.namespaces()
 	if err != nil {
 		return nil, err
 	}
-	st.Platform = platform
-	// Every Kubernetes object below goes through the platform's provider.
-	child := []pulumi.ResourceOption{pulumi.Parent(st), pulumi.Providers(platform.Provider())}
-
-	// Namespaces that hold data are retained: deleting the etcd namespace would delete
-	// the volume claims with it, and the hub namespace also holds the hub.
-	// Pod Security: the etcd namespace holds only pods of this program, so it enforces
-	// the restricted level; kcp-system and kcp-operator run pods of upstream charts and
-	// of the operator, which are not ours to change, so they only warn.
-	etcdNS, err := newNamespace(ctx, name+"-ns-etcd", naming.NamespaceEtcd, true, PodSecurityEnforceLabel, child...)
-	if err != nil {
+	if err := st.declareEtcd(b, ns.etcd); err != nil {
 		return nil, err
 	}
-	operatorNS, err := newNamespace(ctx, name+"-ns-operator", naming.NamespaceOperator, false, PodSecurityWarnLabel, child...)
-	if err != nil {
+	if err := st.declareKcp(b, ns); err != nil {
 		return nil, err
 	}
-	kcpNS, err := newNamespace(ctx, name+"-ns-kcp", naming.NamespaceKcp, false, PodSecurityWarnLabel, child...)
-	if err != nil {
+	if err := st.declareAccess(b, ns.hub); err != nil {
 		return nil, err
 	}
-	hubNS, err := newNamespace(ctx, name+"-ns-hub", cfg.Hub.Namespace, true, "", child...)
-	if err != nil {
+	if err := st.declareDataKeeping(b); err != nil {
 		return nil, err
-	}
-
-	etcdByShard := map[string]*EtcdCluster{}
-	for _, shard := range cfg.Kcp.AllShards() {
-		etcd, err := NewEtcdCluster(ctx, name+"-etcd-"+shard.Name, &EtcdClusterArgs{
-			Shard:      shard.Name,
-			Members:    cfg.Etcd.Members,
-			Image:      fmt.Sprintf("%s:%s", config.EtcdImageRepository, cfg.Versions.Etcd),
-			VolumeSize: cfg.Etcd.VolumeSize,
-			Placement:  platform.EtcdPlacement(),
-			Namespace:  etcdNS,
-		}, child...)
-		if err != nil {
-			return nil, err
-		}
-		st.Etcd = append(st.Etcd, etcd)
-		etcdByShard[shard.Name] = etcd
-	}
-
-	if st.Operator, err = NewKcpOperator(ctx, name+"-operator", &KcpOperatorArgs{
-		ChartVersion:      cfg.Versions.OperatorChart,
-		ImageTag:          cfg.Versions.OperatorImage,
-		ChartRepository:   cfg.Operator.ChartRepository,
-		ChartPath:         cfg.Operator.ChartPath,
-		OperatorNamespace: operatorNS,
-		KcpNamespace:      kcpNS,
-		CertManager:       platform.CertManager(),
-		ReleaseHooks:      platform.HelmReleaseHooks(),
-	}, child...); err != nil {
-		return nil, err
-	}
-
-	// An upgrade rolls the root shard out before the shards and the front proxy are
-	// updated, and up returns once every updated kcp object serves (kcprollout.go).
-	waits, err := newKcpRolloutWaits(ctx, platform.ClusterAccess())
-	if err != nil {
-		return nil, err
-	}
-	// What every kcp server takes from the config, derived once: the pinned image and
-	// the hub's OIDC.
-	image, auth := kcpImage(cfg), kcpAuth(cfg)
-	server := func(e config.Endpoint, rolloutWaits pulumi.ResourceOption) KcpServerArgs {
-		return KcpServerArgs{Image: image, Auth: auth, Hostname: e.Hostname, ClusterIP: e.ClusterIP, Replicas: e.Replicas,
-			Operator: st.Operator, RolloutWaits: rolloutWaits}
-	}
-	if st.RootShard, err = NewKcpRootShard(ctx, name+"-root", &KcpRootShardArgs{
-		KcpServerArgs: server(cfg.Kcp.RootShard, waits.ofRootShard()),
-		Etcd:          etcdByShard[naming.RootShardName],
-	}, child...); err != nil {
-		return nil, err
-	}
-	for _, shard := range cfg.Kcp.Shards {
-		s, err := NewKcpShard(ctx, name+"-shard-"+shard.Name, &KcpShardArgs{
-			KcpServerArgs: server(shard.Endpoint, waits.afterRootShard()),
-			Name:          shard.Name,
-			Etcd:          etcdByShard[shard.Name],
-			RootShard:     st.RootShard,
-		}, child...)
-		if err != nil {
-			return nil, err
-		}
-		st.Shards = append(st.Shards, s)
-	}
-	if st.FrontProxy, err = NewFrontProxy(ctx, name+"-frontproxy", &FrontProxyArgs{
-		KcpServerArgs: server(cfg.Kcp.FrontProxy, waits.afterRootShard()),
-		RootShard:     st.RootShard,
-	}, child...); err != nil {
-		return nil, err
-	}
-
-	records, serviceDeps := st.shardRecords(cfg)
-	if st.DNS, err = NewSplitHorizonDNS(ctx, name+"-dns", &SplitHorizonDNSArgs{
-		Records:   records,
-		Backend:   platform.DNS(),
-		DependsOn: serviceDeps,
-	}, child...); err != nil {
-		return nil, err
-	}
-	if st.Edge, err = NewKcpEdge(ctx, name+"-edge", &KcpEdgeArgs{
-		Routes:  st.edgeRoutes(cfg),
-		Gateway: platform.Edge(),
-	}, child...); err != nil {
-		return nil, err
-	}
-	if st.Hub, err = NewHubKubeconfig(ctx, name+"-hub", &HubKubeconfigArgs{
-		FrontProxy:       st.FrontProxy,
-		Validity:         cfg.Hub.KubeconfigValidity,
-		RemintGeneration: cfg.Hub.RemintGeneration,
-		HubNamespace:     hubNS,
-		SecretName:       cfg.Hub.SecretName,
-		SecretKey:        cfg.Hub.SecretKey,
-	}, child...); err != nil {
-		return nil, err
-	}
-	snapshots, err := NewEtcdSnapshots(ctx, name+"-snapshots", &EtcdSnapshotsArgs{Clusters: st.Etcd, Backend: platform.Snapshots()}, child...)
-	if err != nil {
-		return nil, err
-	}
-	st.Snapshots = snapshots.Outputs
-	st.RetiredVolumes = pulumi.Map{}.ToMapOutput()
-	if len(cfg.Kcp.RetiredShards) > 0 {
-		retired, err := NewRetiredShardVolumes(ctx, name+"-retired", &RetiredShardVolumesArgs{
-			Shards: cfg.Kcp.RetiredShards, Members: cfg.Etcd.Members,
-		}, child...)
-		if err != nil {
-			return nil, err
-		}
-		st.RetiredVolumes = retired.Volumes
 	}
 	if err := ctx.RegisterResourceOutputs(st, pulumi.Map{
 		"hubSecretName":   st.Hub.SecretName,
@@ -206,6 +91,174 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 		return nil, err
 	}
 	return st, nil
+}
+
+// stackBuild is what each step of NewStack declares with: the Stack component's name
+// (every child's name starts with it), the config, the platform, and the options of
+// every child.
+type stackBuild struct {
+	ctx      *pulumi.Context
+	name     string
+	cfg      *config.Config
+	platform Platform
+	child    []pulumi.ResourceOption
+}
+
+// stackNamespaces are the namespaces the stack declares.
+type stackNamespaces struct{ etcd, operator, kcp, hub *corev1.Namespace }
+
+// namespaces declares them. Namespaces that hold data are retained: deleting the etcd
+// namespace would delete the volume claims with it, and the hub namespace also holds the
+// hub. Pod Security: the etcd namespace holds only pods of this program, so it enforces
+// the restricted level; kcp-system and kcp-operator run pods of upstream charts and of
+// the operator, which are not ours to change, so they only warn.
+func (b stackBuild) namespaces() (ns stackNamespaces, err error) {
+	if ns.etcd, err = newNamespace(b.ctx, b.name+"-ns-etcd", naming.NamespaceEtcd, true, PodSecurityEnforceLabel, b.child...); err != nil {
+		return ns, err
+	}
+	if ns.operator, err = newNamespace(b.ctx, b.name+"-ns-operator", naming.NamespaceOperator, false, PodSecurityWarnLabel, b.child...); err != nil {
+		return ns, err
+	}
+	if ns.kcp, err = newNamespace(b.ctx, b.name+"-ns-kcp", naming.NamespaceKcp, false, PodSecurityWarnLabel, b.child...); err != nil {
+		return ns, err
+	}
+	ns.hub, err = newNamespace(b.ctx, b.name+"-ns-hub", b.cfg.Hub.Namespace, true, "", b.child...)
+	return ns, err
+}
+
+// declareEtcd declares one etcd per shard, the root shard's first.
+func (st *Stack) declareEtcd(b stackBuild, namespace *corev1.Namespace) error {
+	for _, shard := range b.cfg.Kcp.AllShards() {
+		etcd, err := NewEtcdCluster(b.ctx, b.name+"-etcd-"+shard.Name, &EtcdClusterArgs{
+			Shard:      shard.Name,
+			Members:    b.cfg.Etcd.Members,
+			Image:      fmt.Sprintf("%s:%s", config.EtcdImageRepository, b.cfg.Versions.Etcd),
+			VolumeSize: b.cfg.Etcd.VolumeSize,
+			Placement:  b.platform.EtcdPlacement(),
+			Namespace:  namespace,
+		}, b.child...)
+		if err != nil {
+			return err
+		}
+		st.Etcd = append(st.Etcd, etcd)
+	}
+	return nil
+}
+
+// etcdOf is the etcd of one shard.
+func (st *Stack) etcdOf(shard string) *EtcdCluster {
+	for _, etcd := range st.Etcd {
+		if etcd.Shard == shard {
+			return etcd
+		}
+	}
+	return nil
+}
+
+// declareKcp declares the operator, then kcp's servers: the root shard, the other
+// shards and the front proxy.
+func (st *Stack) declareKcp(b stackBuild, ns stackNamespaces) error {
+	cfg := b.cfg
+	var err error
+	if st.Operator, err = NewKcpOperator(b.ctx, b.name+"-operator", &KcpOperatorArgs{
+		ChartVersion:      cfg.Versions.OperatorChart,
+		ImageTag:          cfg.Versions.OperatorImage,
+		ChartRepository:   cfg.Operator.ChartRepository,
+		ChartPath:         cfg.Operator.ChartPath,
+		OperatorNamespace: ns.operator,
+		KcpNamespace:      ns.kcp,
+		CertManager:       b.platform.CertManager(),
+		ReleaseHooks:      b.platform.HelmReleaseHooks(),
+	}, b.child...); err != nil {
+		return err
+	}
+	// An upgrade rolls the root shard out before the shards and the front proxy are
+	// updated, and up returns once every updated kcp object serves (kcprollout.go).
+	waits, err := newKcpRolloutWaits(b.ctx, b.platform.ClusterAccess())
+	if err != nil {
+		return err
+	}
+	// What every kcp server takes from the config, derived once: the pinned image and
+	// the hub's OIDC.
+	image, auth := kcpImage(cfg), kcpAuth(cfg)
+	server := func(e config.Endpoint, rolloutWaits pulumi.ResourceOption) KcpServerArgs {
+		return KcpServerArgs{Image: image, Auth: auth, Hostname: e.Hostname, ClusterIP: e.ClusterIP, Replicas: e.Replicas,
+			Operator: st.Operator, RolloutWaits: rolloutWaits}
+	}
+	if st.RootShard, err = NewKcpRootShard(b.ctx, b.name+"-root", &KcpRootShardArgs{
+		KcpServerArgs: server(cfg.Kcp.RootShard, waits.ofRootShard()),
+		Etcd:          st.etcdOf(naming.RootShardName),
+	}, b.child...); err != nil {
+		return err
+	}
+	for _, shard := range cfg.Kcp.Shards {
+		s, err := NewKcpShard(b.ctx, b.name+"-shard-"+shard.Name, &KcpShardArgs{
+			KcpServerArgs: server(shard.Endpoint, waits.afterRootShard()),
+			Name:          shard.Name,
+			Etcd:          st.etcdOf(shard.Name),
+			RootShard:     st.RootShard,
+		}, b.child...)
+		if err != nil {
+			return err
+		}
+		st.Shards = append(st.Shards, s)
+	}
+	st.FrontProxy, err = NewFrontProxy(b.ctx, b.name+"-frontproxy", &FrontProxyArgs{
+		KcpServerArgs: server(cfg.Kcp.FrontProxy, waits.afterRootShard()),
+		RootShard:     st.RootShard,
+	}, b.child...)
+	return err
+}
+
+// declareAccess declares how clients reach kcp: split-horizon DNS inside the cluster,
+// the edge from outside, and the hub's kubeconfig.
+func (st *Stack) declareAccess(b stackBuild, hubNamespace *corev1.Namespace) error {
+	records, serviceDeps := st.shardRecords(b.cfg)
+	var err error
+	if st.DNS, err = NewSplitHorizonDNS(b.ctx, b.name+"-dns", &SplitHorizonDNSArgs{
+		Records:   records,
+		Backend:   b.platform.DNS(),
+		DependsOn: serviceDeps,
+	}, b.child...); err != nil {
+		return err
+	}
+	if st.Edge, err = NewKcpEdge(b.ctx, b.name+"-edge", &KcpEdgeArgs{
+		Routes:  st.edgeRoutes(b.cfg),
+		Gateway: b.platform.Edge(),
+	}, b.child...); err != nil {
+		return err
+	}
+	st.Hub, err = NewHubKubeconfig(b.ctx, b.name+"-hub", &HubKubeconfigArgs{
+		FrontProxy:       st.FrontProxy,
+		Validity:         b.cfg.Hub.KubeconfigValidity,
+		RemintGeneration: b.cfg.Hub.RemintGeneration,
+		HubNamespace:     hubNamespace,
+		SecretName:       b.cfg.Hub.SecretName,
+		SecretKey:        b.cfg.Hub.SecretKey,
+	}, b.child...)
+	return err
+}
+
+// declareDataKeeping declares what keeps etcd's data: the platform's snapshots, and
+// the report of where each retired shard's volumes are.
+func (st *Stack) declareDataKeeping(b stackBuild) error {
+	snapshots, err := NewEtcdSnapshots(b.ctx, b.name+"-snapshots", &EtcdSnapshotsArgs{Clusters: st.Etcd, Backend: b.platform.Snapshots()}, b.child...)
+	if err != nil {
+		return err
+	}
+	st.Snapshots = snapshots.Outputs
+	st.RetiredVolumes = pulumi.Map{}.ToMapOutput()
+	if len(b.cfg.Kcp.RetiredShards) == 0 {
+		return nil
+	}
+	retired, err := NewRetiredShardVolumes(b.ctx, b.name+"-retired", &RetiredShardVolumesArgs{
+		Shards: b.cfg.Kcp.RetiredShards, Members: b.cfg.Etcd.Members,
+	}, b.child...)
+	if err != nil {
+		return err
+	}
+	st.RetiredVolumes = retired.Volumes
+	return nil
 }
 
 // shardRecords are the split-horizon answers: each shard hostname to its owned Service.
