@@ -1,6 +1,8 @@
 package components
 
 import (
+	"time"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/railgrid/railgrid-kcp/components/edgeapi"
@@ -21,11 +23,14 @@ const (
 // would cut watches) and a HealthCheckPolicy on /readyz (kcp answers / with 401/403).
 // TLS terminates at the load balancer: OIDC users come this way; clients with
 // certificates stay inside the cluster through the split horizon.
-type gkeGatewayEdge struct{ cfg *config.Config }
+type gkeGatewayEdge struct {
+	gateway config.GKEGateway
+	timeout time.Duration // loadBalancer.timeout
+}
 
 func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, routes []EdgeRoute, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error) {
-	gw := e.cfg.GKE.Gateway
-	timeoutSec := int(e.cfg.LoadBalancerTimeout().Seconds())
+	gw := e.gateway
+	timeoutSec := int(e.timeout.Seconds())
 	with := func(deps []pulumi.Resource) []pulumi.ResourceOption {
 		return append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(deps))
 	}
