@@ -14,8 +14,8 @@ const StackName = "railgrid-kcp"
 // Deploy composes the stack from a validated config and exports what operators and the
 // hub need next. main.go, the tests and the tools all call it, so they run exactly what
 // `pulumi up` runs.
-func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
-	p, err := NewKcpPlatform(ctx, StackName, &KcpPlatformArgs{Config: cfg},
+func Deploy(ctx *pulumi.Context, cfg *config.Config) (*Stack, error) {
+	st, err := NewStack(ctx, StackName, &StackArgs{Config: cfg},
 		pulumi.Transformations([]pulumi.ResourceTransformation{withStableFieldManager}))
 	if err != nil {
 		return nil, err
@@ -34,18 +34,18 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
 		endpoints[name] = pulumi.StringMap{"hostname": pulumi.String(e.Hostname), "clusterIP": pulumi.String(e.ClusterIP)}
 	}
 	ctx.Export(config.PreviousShardsOutput, endpoints)
-	ctx.Export("edgeAddress", p.Edge.Address)
+	ctx.Export("edgeAddress", st.Edge.Address)
 	// What the hub needs next: kcp.external.existingSecret, and kcp's CA for its
 	// provider CA bundle.
 	ctx.Export("hubSecretNamespace", pulumi.String(cfg.Hub.Namespace))
-	ctx.Export("hubSecretName", p.Hub.SecretName)
-	ctx.Export("hubKubeconfigExpiresAt", p.Hub.ExpiresAt)
-	ctx.Export("kcpRootServerCA", p.Hub.RootServerCA)
+	ctx.Export("hubSecretName", st.Hub.SecretName)
+	ctx.Export("hubKubeconfigExpiresAt", st.Hub.ExpiresAt)
+	ctx.Export("kcpRootServerCA", st.Hub.RootServerCA)
 	ctx.Export("hubKubeconfigRemint", pulumi.String(fmt.Sprintf(
 		"pulumi config set --path %s:hub.remintGeneration %d && pulumi up, then restart the hub (it does not reload its kubeconfig)",
 		config.Project, cfg.Hub.RemintGeneration+1)))
-	ctx.Export("snapshots", p.Snapshots)
+	ctx.Export("snapshots", st.Snapshots)
 	// Where each retired shard's kept etcd data is: namespace, claims and their volumes.
-	ctx.Export("retiredShardVolumes", p.RetiredVolumes)
-	return p, nil
+	ctx.Export("retiredShardVolumes", st.RetiredVolumes)
+	return st, nil
 }

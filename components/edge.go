@@ -6,12 +6,13 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 )
 
-// KcpEdgeArgs lists what the edge routes.
+// KcpEdgeArgs lists what the edge routes, and through which Gateway.
 type KcpEdgeArgs struct {
-	Backends []ExposedBackend
-	// Backend is the platform's ingress: Envoy Gateway with TLS passthrough on kind, the
-	// GKE Gateway with re-encryption on GKE. Both get the long timeouts.
-	Backend EdgeBackend
+	// Routes are the public hostnames, each to its owned Service.
+	Routes []EdgeRoute
+	// Gateway is the platform's: Envoy Gateway with TLS passthrough on kind, the GKE
+	// Gateway with re-encryption on GKE. Both get the long timeouts.
+	Gateway EdgeGateway
 }
 
 // KcpEdge exposes the front proxy and each shard hostname through the cluster's ingress
@@ -22,16 +23,16 @@ type KcpEdge struct {
 	Address pulumi.StringOutput `pulumi:"address"`
 }
 
-// NewKcpEdge declares the routes through the platform's backend.
+// NewKcpEdge declares the routes through the platform's Gateway.
 func NewKcpEdge(ctx *pulumi.Context, name string, args *KcpEdgeArgs, opts ...pulumi.ResourceOption) (*KcpEdge, error) {
-	if args == nil || args.Backend == nil || len(args.Backends) == 0 {
-		return nil, errors.New("KcpEdge: Backends and Backend are required")
+	if args == nil || args.Gateway == nil || len(args.Routes) == 0 {
+		return nil, errors.New("KcpEdge: Routes and Gateway are required")
 	}
 	e := &KcpEdge{}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:KcpEdge", name, e, opts...); err != nil {
 		return nil, err
 	}
-	address, err := args.Backend.DeclareRoutes(ctx, name, args.Backends, pulumi.Parent(e))
+	address, err := args.Gateway.DeclareRoutes(ctx, name, args.Routes, pulumi.Parent(e))
 	if err != nil {
 		return nil, err
 	}

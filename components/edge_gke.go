@@ -1,6 +1,8 @@
 package components
 
 import (
+	"time"
+
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/railgrid/railgrid-kcp/components/edgeapi"
@@ -21,11 +23,14 @@ const (
 // would cut watches) and a HealthCheckPolicy on /readyz (kcp answers / with 401/403).
 // TLS terminates at the load balancer: OIDC users come this way; clients with
 // certificates stay inside the cluster through the split horizon.
-type gkeGatewayEdge struct{ cfg *config.Config }
+type gkeGatewayEdge struct {
+	gateway config.GKEGateway
+	timeout time.Duration // loadBalancer.timeout
+}
 
-func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends []ExposedBackend, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error) {
-	gw := e.cfg.GKE.Gateway
-	timeoutSec := int(e.cfg.LoadBalancerTimeout().Seconds())
+func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, routes []EdgeRoute, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error) {
+	gw := e.gateway
+	timeoutSec := int(e.timeout.Seconds())
 	with := func(deps []pulumi.Resource) []pulumi.ResourceOption {
 		return append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(deps))
 	}
@@ -40,13 +45,13 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 	}
 	var listeners []edgeapi.Listener
 	var serviceDeps []pulumi.Resource
-	for _, b := range backends {
+	for _, route := range routes {
 		listeners = append(listeners, edgeapi.Listener{
-			Name: naming.EdgeListenerName(b.Name), Protocol: "HTTPS", Port: EdgeListenerPort, Hostname: b.Hostname,
+			Name: naming.EdgeListenerName(route.Name), Protocol: "HTTPS", Port: EdgeListenerPort, Hostname: route.Hostname,
 			TLS:           &edgeapi.ListenerTLS{Mode: "Terminate", CertificateRefs: []edgeapi.CertificateRef{{Kind: "Secret", Name: certificate}}},
 			AllowedRoutes: &edgeapi.AllowedRoutes{Namespaces: edgeapi.RouteNamespaces{From: "Same"}},
 		})
-		serviceDeps = append(serviceDeps, b.DependsOn...)
+		serviceDeps = append(serviceDeps, route.DependsOn...)
 	}
 	gateway, err := newUntyped(ctx, name+"-gateway",
 		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceKcp, Annotations: annotations},
@@ -55,25 +60,25 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 	if err != nil {
 		return pulumi.StringOutput{}, err
 	}
-	for _, b := range backends {
-		if _, err := newUntyped(ctx, name+"-route-"+b.Name,
-			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "HTTPRoute", Name: naming.EdgeRouteName(b.Name), Namespace: naming.NamespaceKcp},
+	for _, route := range routes {
+		if _, err := newUntyped(ctx, name+"-route-"+route.Name,
+			objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "HTTPRoute", Name: naming.EdgeRouteName(route.Name), Namespace: naming.NamespaceKcp},
 			edgeapi.RouteSpec{
-				ParentRefs: []edgeapi.ParentRef{{Name: naming.EdgeGatewayName, SectionName: naming.EdgeListenerName(b.Name)}},
-				Hostnames:  []string{b.Hostname},
-				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: b.Service, Port: naming.KcpPort}}}},
-			}, with(append([]pulumi.Resource{gateway}, b.DependsOn...))...); err != nil {
+				ParentRefs: []edgeapi.ParentRef{{Name: naming.EdgeGatewayName, SectionName: naming.EdgeListenerName(route.Name)}},
+				Hostnames:  []string{route.Hostname},
+				Rules:      []edgeapi.RouteRule{{BackendRefs: []edgeapi.BackendRef{{Name: route.Service, Port: naming.KcpPort}}}},
+			}, with(append([]pulumi.Resource{gateway}, route.DependsOn...))...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
-		target := edgeapi.ServiceTargetRef{Group: "", Kind: "Service", Name: b.Service}
-		if _, err := newUntyped(ctx, name+"-backend-policy-"+b.Name,
-			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "GCPBackendPolicy", Name: b.Service, Namespace: naming.NamespaceKcp},
+		target := edgeapi.ServiceTargetRef{Group: "", Kind: "Service", Name: route.Service}
+		if _, err := newUntyped(ctx, name+"-backend-policy-"+route.Name,
+			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "GCPBackendPolicy", Name: route.Service, Namespace: naming.NamespaceKcp},
 			edgeapi.GCPBackendPolicySpec{TargetRef: target, Default: edgeapi.GCPBackendPolicyConfig{TimeoutSec: timeoutSec}},
-			with(b.DependsOn)...); err != nil {
+			with(route.DependsOn)...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
-		if _, err := newUntyped(ctx, name+"-health-check-"+b.Name,
-			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "HealthCheckPolicy", Name: b.Service, Namespace: naming.NamespaceKcp},
+		if _, err := newUntyped(ctx, name+"-health-check-"+route.Name,
+			objectMeta{APIVersion: edgeapi.GKEAPIVersion, Kind: "HealthCheckPolicy", Name: route.Service, Namespace: naming.NamespaceKcp},
 			edgeapi.HealthCheckPolicySpec{TargetRef: target, Default: edgeapi.HealthCheckPolicy{
 				CheckIntervalSec: 15,
 				TimeoutSec:       5,
@@ -81,7 +86,7 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, backends
 					Type:             "HTTPS",
 					HTTPSHealthCheck: edgeapi.HTTPSHealthCheck{RequestPath: "/readyz", PortSpecification: "USE_FIXED_PORT", Port: naming.KcpPort},
 				},
-			}}, with(b.DependsOn)...); err != nil {
+			}}, with(route.DependsOn)...); err != nil {
 			return pulumi.StringOutput{}, err
 		}
 	}

@@ -17,7 +17,6 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
-	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -26,9 +25,17 @@ const AnnotationRemint = "railgrid.io/remint-generation"
 
 // HubKubeconfigArgs describes the hub's credential.
 type HubKubeconfigArgs struct {
-	Config       *config.Config
-	FrontProxy   *FrontProxy
+	// FrontProxy is what the credential reaches kcp through.
+	FrontProxy *FrontProxy
+	// Validity is how long the client certificate is valid (spec.validity).
+	Validity string
+	// RemintGeneration is raised to mint a new credential: it names the Kubeconfig
+	// object (naming.KubeconfigObjectName) and goes into the certificate's subject.
+	RemintGeneration int
+	// HubNamespace, SecretName and SecretKey are where the hub reads the kubeconfig.
 	HubNamespace *corev1.Namespace
+	SecretName   string
+	SecretKey    string
 }
 
 // HubKubeconfig is the Kubeconfig object the operator mints the hub's admin credential
@@ -50,81 +57,44 @@ type HubKubeconfig struct {
 // Secret the operator writes and copies its kubeconfig into <hub namespace>/<secret>
 // under admin.kubeconfig. The kubeconfig stays a Pulumi secret all the way.
 func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs, opts ...pulumi.ResourceOption) (*HubKubeconfig, error) {
-	if args == nil || args.Config == nil || args.FrontProxy == nil || args.HubNamespace == nil {
-		return nil, errors.New("HubKubeconfig: Config, FrontProxy and HubNamespace are required")
+	if args == nil || args.FrontProxy == nil || args.Validity == "" || args.HubNamespace == nil || args.SecretName == "" || args.SecretKey == "" {
+		return nil, errors.New("HubKubeconfig: FrontProxy, Validity, HubNamespace, SecretName and SecretKey are required")
 	}
 	h := &HubKubeconfig{}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:HubKubeconfig", name, h, opts...); err != nil {
 		return nil, err
 	}
-	cfg := args.Config
-	generation := strconv.Itoa(cfg.Hub.RemintGeneration)
-	objectName := naming.KubeconfigObjectName(cfg.Hub.RemintGeneration)
-	spec := kcpapi.KubeconfigSpec{
-		Username:  KubeconfigUsername,
-		Groups:    []string{KubeconfigAdminGroup},
-		Validity:  cfg.Hub.KubeconfigValidity,
-		SecretRef: kcpapi.LocalObjectReference{Name: objectName},
-		Target:    kcpapi.KubeconfigTarget{FrontProxyRef: &kcpapi.LocalObjectReference{Name: args.FrontProxy.Name}},
-		// The generation in the subject tells credentials apart; kcp authenticates on CN
-		// and O only, so access is unchanged.
-		CertificateTemplate: &kcpapi.CertificateTemplate{Spec: kcpapi.CertificateSpecTemplate{
-			Subject: &kcpapi.X509Subject{OrganizationalUnits: []string{"railgrid-kcp-mint-" + generation}},
-		}},
-	}
+	generation := strconv.Itoa(args.RemintGeneration)
+	objectName := naming.KubeconfigObjectName(args.RemintGeneration)
 	// A re-mint renames the object (naming.KubeconfigObjectName), which replaces it: the new
 	// object is created and waited on until Available, the hub Secret is updated from
 	// its Secret, and only then is the previous generation's object deleted, so the hub
 	// Secret never points at a credential that is not there yet.
-	kubeconfig, err := newKcpObject(ctx, name, kcpapi.KindKubeconfig, objectName, spec,
+	kubeconfig, err := newKcpObject(ctx, name, kcpapi.KindKubeconfig, objectName, kubeconfigSpec(args, objectName),
 		map[string]string{AnnotationRemint: generation},
 		pulumi.Parent(h),
-		pulumi.DependsOn([]pulumi.Resource{args.FrontProxy.FrontProxy}))
+		pulumi.DependsOn([]pulumi.Resource{args.FrontProxy.Object}))
 	if err != nil {
 		return nil, err
 	}
-
-	// The read is declared inside an apply on the Kubeconfig object's ID: in the preview
-	// of a fresh stack the ID is unknown, so the read is neither made nor registered
-	// (a skipped read registered outside an apply leaves dependents with an empty URN).
-	// During `up` it runs only after the object is Available, which the operator reports
-	// once the Secret is written. Secret all the way: the read keeps data secret, and the
-	// Kubernetes SDK wraps every Secret's data in a Pulumi secret.
-	encoded := kubeconfig.ID().ApplyT(func(pulumi.ID) (pulumi.StringOutput, error) {
-		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(naming.NamespaceKcp+"/"+objectName), nil,
-			pulumi.Parent(h), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
-		if err != nil {
-			return pulumi.StringOutput{}, err
-		}
-		return minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey)), nil
-	}).(pulumi.StringOutput)
-
+	encoded := readMintedKubeconfig(ctx, name, objectName, kubeconfig, pulumi.Parent(h))
 	hubSecret, err := corev1.NewSecret(ctx, name+"-hub-secret", &corev1.SecretArgs{
 		Metadata: &metav1.ObjectMetaArgs{
-			Name:      pulumi.String(cfg.Hub.SecretName),
+			Name:      pulumi.String(args.SecretName),
 			Namespace: args.HubNamespace.Metadata.Name().Elem(),
 			Annotations: pulumi.StringMap{
 				AnnotationRemint: pulumi.String(generation),
 			},
 		},
 		Type: pulumi.String("Opaque"),
-		Data: pulumi.StringMap{cfg.Hub.SecretKey: encoded},
+		Data: pulumi.StringMap{args.SecretKey: encoded},
 	}, pulumi.Parent(h), pulumi.DependsOn([]pulumi.Resource{kubeconfig}), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
 	if err != nil {
 		return nil, err
 	}
-
-	detail := func(pick func(kubeconfigDetails) string) pulumi.StringOutput {
-		picked := encoded.ApplyT(func(b64 string) (string, error) {
-			d, err := parseKubeconfig(b64)
-			return pick(d), err
-		}).(pulumi.StringOutput)
-		// Neither the expiry nor a CA certificate is sensitive; the kubeconfig stays secret.
-		return pulumi.Unsecret(picked).(pulumi.StringOutput)
-	}
 	h.Kubeconfig, h.HubSecret = kubeconfig, hubSecret
-	h.ExpiresAt = detail(func(d kubeconfigDetails) string { return d.ExpiresAt })
-	h.RootServerCA = detail(func(d kubeconfigDetails) string { return d.CAPEM })
+	h.ExpiresAt = kubeconfigDetail(encoded, func(d kubeconfigDetails) string { return d.ExpiresAt })
+	h.RootServerCA = kubeconfigDetail(encoded, func(d kubeconfigDetails) string { return d.CAPEM })
 	h.SecretName = hubSecret.Metadata.Name().Elem()
 	if err := ctx.RegisterResourceOutputs(h, pulumi.Map{
 		"expiresAt":    h.ExpiresAt,
@@ -134,6 +104,54 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 		return nil, err
 	}
 	return h, nil
+}
+
+// kubeconfigSpec is the hub's credential: kcp-admin in system:kcp:admin through the
+// front proxy, written by the operator into the Secret objectName.
+func kubeconfigSpec(args *HubKubeconfigArgs, objectName string) kcpapi.KubeconfigSpec {
+	return kcpapi.KubeconfigSpec{
+		Username:  KubeconfigUsername,
+		Groups:    []string{KubeconfigAdminGroup},
+		Validity:  args.Validity,
+		SecretRef: kcpapi.LocalObjectReference{Name: objectName},
+		Target:    kcpapi.KubeconfigTarget{FrontProxyRef: &kcpapi.LocalObjectReference{Name: args.FrontProxy.Name}},
+		// The generation in the subject tells credentials apart; kcp authenticates on CN
+		// and O only, so access is unchanged.
+		CertificateTemplate: &kcpapi.CertificateTemplate{Spec: kcpapi.CertificateSpecTemplate{
+			Subject: &kcpapi.X509Subject{OrganizationalUnits: []string{"railgrid-kcp-mint-" + strconv.Itoa(args.RemintGeneration)}},
+		}},
+	}
+}
+
+// readMintedKubeconfig reads the kubeconfig (base64) the operator wrote into the Secret
+// objectName for the Kubeconfig object.
+//
+// The read is declared inside an apply on the Kubeconfig object's ID: in the preview
+// of a fresh stack the ID is unknown, so the read is neither made nor registered
+// (a skipped read registered outside an apply leaves dependents with an empty URN).
+// During `up` it runs only after the object is Available, which the operator reports
+// once the Secret is written. Secret all the way: the read keeps data secret, and the
+// Kubernetes SDK wraps every Secret's data in a Pulumi secret.
+func readMintedKubeconfig(ctx *pulumi.Context, name, objectName string, kubeconfig *apiextensions.CustomResource, parent pulumi.ResourceOption) pulumi.StringOutput {
+	return kubeconfig.ID().ApplyT(func(pulumi.ID) (pulumi.StringOutput, error) {
+		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(naming.NamespaceKcp+"/"+objectName), nil,
+			parent, pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
+		if err != nil {
+			return pulumi.StringOutput{}, err
+		}
+		return minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey)), nil
+	}).(pulumi.StringOutput)
+}
+
+// kubeconfigDetail picks one detail out of the encoded kubeconfig. Neither the expiry
+// nor a CA certificate is sensitive, so the detail is not secret; the kubeconfig stays
+// secret.
+func kubeconfigDetail(encoded pulumi.StringOutput, pick func(kubeconfigDetails) string) pulumi.StringOutput {
+	picked := encoded.ApplyT(func(b64 string) (string, error) {
+		d, err := parseKubeconfig(b64)
+		return pick(d), err
+	}).(pulumi.StringOutput)
+	return pulumi.Unsecret(picked).(pulumi.StringOutput)
 }
 
 // kubeconfigDetails is what the stack exports about the credential.

@@ -14,7 +14,13 @@ import (
 
 // KcpOperatorArgs describes the kcp-operator installation.
 type KcpOperatorArgs struct {
-	Config            *config.Config
+	// ChartVersion and ImageTag pin the chart and the operator image it runs.
+	ChartVersion string
+	ImageTag     string
+	// ChartRepository is the Helm repository of the chart; ChartPath, when set, is a
+	// local copy of the chart to install instead (tests).
+	ChartRepository   string
+	ChartPath         string
 	OperatorNamespace *corev1.Namespace
 	KcpNamespace      *corev1.Namespace
 	// CertManager is what must be ready before the Issuer (the platform's cert-manager).
@@ -41,29 +47,28 @@ type KcpOperator struct {
 // and with them every RootShard, Shard, FrontProxy and Kubeconfig. The release is
 // therefore retained on delete, so neither `pulumi destroy` nor a rename removes it.
 func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opts ...pulumi.ResourceOption) (*KcpOperator, error) {
-	if args == nil || args.Config == nil || args.OperatorNamespace == nil || args.KcpNamespace == nil || args.ReleaseHooks == nil {
-		return nil, errors.New("KcpOperator: Config, both namespaces and ReleaseHooks are required")
+	if args == nil || args.ChartVersion == "" || args.ImageTag == "" || args.OperatorNamespace == nil || args.KcpNamespace == nil || args.ReleaseHooks == nil {
+		return nil, errors.New("KcpOperator: ChartVersion, ImageTag, both namespaces and ReleaseHooks are required")
 	}
 	o := &KcpOperator{KcpNamespace: args.KcpNamespace}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:KcpOperator", name, o, opts...); err != nil {
 		return nil, err
 	}
-	cfg := args.Config
 	chart := &HelmReleaseArgs{
 		Name:      pulumi.String(naming.OperatorReleaseName),
 		Namespace: args.OperatorNamespace.Metadata.Name().Elem(),
 		Chart:     pulumi.String(config.OperatorChartName),
-		Version:   pulumi.String(cfg.Versions.OperatorChart),
+		Version:   pulumi.String(args.ChartVersion),
 		Values: pulumi.Map{
-			"image": pulumi.Map{"repository": pulumi.String(config.OperatorImageRepository), "tag": pulumi.String(cfg.Versions.OperatorImage)},
+			"image": pulumi.Map{"repository": pulumi.String(config.OperatorImageRepository), "tag": pulumi.String(args.ImageTag)},
 			"crds":  pulumi.Map{"create": pulumi.Bool(true)},
 		},
 		Timeout: 600,
 	}
-	if cfg.Operator.ChartPath != "" {
-		chart.Chart = pulumi.String(cfg.Operator.ChartPath)
+	if args.ChartPath != "" {
+		chart.Chart = pulumi.String(args.ChartPath)
 	} else {
-		chart.Repo = pulumi.String(cfg.Operator.ChartRepository)
+		chart.Repo = pulumi.String(args.ChartRepository)
 	}
 	release, err := NewHelmRelease(ctx, name+"-release", chart, pulumi.Parent(o), pulumi.RetainOnDelete(true), args.ReleaseHooks)
 	if err != nil {

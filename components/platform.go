@@ -13,7 +13,8 @@ import (
 // Platform is everything that differs between kind and GKE: the cluster connection,
 // what must be installed before kcp, where etcd runs and keeps its data, how shard
 // hostnames resolve inside the cluster, how kcp is exposed, and how etcd is snapshotted.
-// KcpPlatform picks one implementation once; no kcp component branches on the platform.
+// The Stack component picks one implementation once; no kcp component branches on the
+// platform.
 type Platform interface {
 	// Provider is the Kubernetes provider of every Kubernetes object in the stack.
 	Provider() pulumi.ProviderResource
@@ -23,8 +24,8 @@ type Platform interface {
 	EtcdPlacement() EtcdPlacement
 	// DNS answers shard hostnames with owned Service ClusterIPs inside the cluster.
 	DNS() DNSBackend
-	// Edge exposes kcp's hostnames with TLS and long timeouts.
-	Edge() EdgeBackend
+	// Edge is the Gateway that exposes kcp's hostnames with TLS and long timeouts.
+	Edge() EdgeGateway
 	// Snapshots schedules etcd snapshots (and restore drills) for each shard's etcd.
 	Snapshots() SnapshotBackend
 	// HelmReleaseHooks is the option every Helm release of the stack carries: the repair
@@ -59,17 +60,18 @@ type DNSBackend interface {
 	DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, answersAfter []pulumi.Resource, opts ...pulumi.ResourceOption) error
 }
 
-// ExposedBackend is one hostname routed to one owned Service.
-type ExposedBackend struct {
+// EdgeRoute is one public hostname routed to one owned Service (the route's backend).
+type EdgeRoute struct {
 	Name      string // short name of the kcp component ("frontproxy", "root", "alpha")
 	Hostname  string
 	Service   string // owned Service in kcp-system
 	DependsOn []pulumi.Resource
 }
 
-// EdgeBackend declares the ingress objects under the KcpEdge component.
-type EdgeBackend interface {
-	DeclareRoutes(ctx *pulumi.Context, name string, backends []ExposedBackend, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error)
+// EdgeGateway declares the platform's Gateway and its routes under the KcpEdge
+// component, and returns the address clients reach it at.
+type EdgeGateway interface {
+	DeclareRoutes(ctx *pulumi.Context, name string, routes []EdgeRoute, opts ...pulumi.ResourceOption) (pulumi.StringOutput, error)
 }
 
 // SnapshotBackend declares scheduled snapshots of the given etcd clusters.

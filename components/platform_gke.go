@@ -237,7 +237,9 @@ func (g *GKEPlatform) DNS() DNSBackend {
 	return cloudDNSResponsePolicy{cfg: g.cfg, cluster: g.cluster}
 }
 
-func (g *GKEPlatform) Edge() EdgeBackend { return gkeGatewayEdge{cfg: g.cfg} }
+func (g *GKEPlatform) Edge() EdgeGateway {
+	return gkeGatewayEdge{gateway: g.cfg.GKE.Gateway, timeout: g.cfg.LoadBalancerTimeout()}
+}
 
 func (g *GKEPlatform) Snapshots() SnapshotBackend {
 	return gcsSnapshots{cfg: g.cfg, cluster: g.cluster, provider: g.provider}

@@ -104,8 +104,8 @@ func (k *KindPlatform) EtcdPlacement() EtcdPlacement {
 
 func (k *KindPlatform) DNS() DNSBackend { return coreDNSHosts{} }
 
-func (k *KindPlatform) Edge() EdgeBackend {
-	return envoyGatewayEdge{cfg: k.cfg, dependsOn: k.envoyGateway}
+func (k *KindPlatform) Edge() EdgeGateway {
+	return envoyGatewayEdge{timeout: k.cfg.LoadBalancerTimeout(), nodePort: k.cfg.Kind.GatewayNodePort, dependsOn: k.envoyGateway}
 }
 
 // Snapshots: the kind stack is disposable and has no object storage outside the
