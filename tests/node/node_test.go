@@ -60,13 +60,15 @@ func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 	etcdImageBins := testenv.EtcdImageBinaries(t, &exe)
 	nodeBins := testenv.FindNodeBinaries(&exe)
 	exe.Require(t, "the node test", `eval "$(hack/build-tools.sh env kube etcd coredns node)"`, envSkip)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	t.Cleanup(cancel)
 	dir := t.TempDir()
 
+	// The node lock (taken here) may be held by the end-to-end test's cluster for many
+	// minutes; the test's own time starts once it has the node.
 	network := testenv.SetUpNodeNetwork(t, dir, testenv.NodeNetworkOptions{
 		Bridge: "rgknode0", PodCIDR: podCIDR, ServiceCIDR: serviceCIDR, Blackholes: []netip.Prefix{kwokCIDR},
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
 	checkCanFail(t, network)
 	server := testenv.StartAPIServer(t, ctx, testenv.APIServerOptions{
 		KubeAPIServer: apiserver, Etcd: etcd, Dir: dir, ServiceCIDR: serviceCIDR.String(), Name: "node",
