@@ -18,27 +18,27 @@ const ResponsePolicyName = "railgrid-kcp"
 // Only one response policy can be bound to a network, so the config may name an
 // existing one to add the rules to.
 type cloudDNSResponsePolicy struct {
-	cfg     *config.Config
+	project string
+	dns     config.GKEResponsePolicy
 	cluster gkeCluster
 }
 
 func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, answersAfter []pulumi.Resource, opts ...pulumi.ResourceOption) error {
-	g := c.cfg.GKE
 	// The component's provider map holds only the Kubernetes provider; GCP resources
 	// resolve their provider by package and take the default gcp provider.
 	gcpOpts := append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn(answersAfter))
 	api, err := projects.NewService(ctx, name+"-dns-api", &projects.ServiceArgs{
-		Project:          pulumi.String(g.Project),
+		Project:          pulumi.String(c.project),
 		Service:          pulumi.String("dns.googleapis.com"),
 		DisableOnDestroy: pulumi.Bool(false),
 	}, gcpOpts...)
 	if err != nil {
 		return err
 	}
-	policyName := pulumi.String(g.DNS.ExistingResponsePolicy).ToStringOutput()
-	if g.DNS.ExistingResponsePolicy == "" {
+	policyName := pulumi.String(c.dns.ExistingResponsePolicy).ToStringOutput()
+	if c.dns.ExistingResponsePolicy == "" {
 		policy, err := dns.NewResponsePolicy(ctx, name+"-policy", &dns.ResponsePolicyArgs{
-			Project:            pulumi.String(g.Project),
+			Project:            pulumi.String(c.project),
 			ResponsePolicyName: pulumi.String(ResponsePolicyName),
 			Description:        pulumi.String("railgrid-kcp split horizon: kcp shard hostnames answer with their in-cluster Service"),
 			Networks:           dns.ResponsePolicyNetworkArray{&dns.ResponsePolicyNetworkArgs{NetworkUrl: pulumi.String(c.cluster.NetworkURL)}},
@@ -52,7 +52,7 @@ func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string,
 	for _, r := range records {
 		fqdn := r.Hostname + "."
 		if _, err := dns.NewResponsePolicyRule(ctx, name+"-rule-"+r.Shard, &dns.ResponsePolicyRuleArgs{
-			Project:        pulumi.String(g.Project),
+			Project:        pulumi.String(c.project),
 			ResponsePolicy: policyName,
 			RuleName:       pulumi.String("kcp-" + r.Shard),
 			DnsName:        pulumi.String(fqdn),
@@ -60,7 +60,7 @@ func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string,
 				&dns.ResponsePolicyRuleLocalDataLocalDataArgs{
 					Name:    pulumi.String(fqdn),
 					Type:    pulumi.String("A"),
-					Ttl:     pulumi.Int(g.DNS.TTL),
+					Ttl:     pulumi.Int(c.dns.TTL),
 					Rrdatas: pulumi.StringArray{pulumi.String(r.ClusterIP)},
 				},
 			}},

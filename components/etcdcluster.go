@@ -47,85 +47,36 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 	if err := ctx.RegisterComponentResource("railgrid:kcp:EtcdCluster", name, c, opts...); err != nil {
 		return nil, err
 	}
-	parent := pulumi.Parent(c)
-	shard := args.Shard
-	appName := naming.EtcdName(shard)
-	labels := pulumi.StringMap{"app": pulumi.String(appName), "app.kubernetes.io/name": pulumi.String("etcd"), "railgrid.io/shard": pulumi.String(shard)}
-	selector := pulumi.StringMap{"app": pulumi.String(appName)}
-	ns := args.Namespace.Metadata.Name().Elem()
-
 	for i := 0; i < args.Members; i++ {
-		c.Endpoints = append(c.Endpoints, EtcdClientURL(shard, i))
+		c.Endpoints = append(c.Endpoints, EtcdClientURL(args.Shard, i))
 	}
-
-	// publishNotReadyAddresses: members must find each other before any is ready.
-	headless, err := corev1.NewService(ctx, name+"-headless", &corev1.ServiceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdHeadlessService(shard)), Namespace: ns, Labels: labels},
-		Spec: &corev1.ServiceSpecArgs{
-			ClusterIP:                pulumi.String("None"),
-			PublishNotReadyAddresses: pulumi.Bool(true),
-			Selector:                 selector,
-			Ports:                    etcdPorts(),
-		},
-	}, parent)
+	m := etcdMeta{
+		labels:    pulumi.StringMap{"app": pulumi.String(naming.EtcdName(args.Shard)), "app.kubernetes.io/name": pulumi.String("etcd"), "railgrid.io/shard": pulumi.String(args.Shard)},
+		selector:  pulumi.StringMap{"app": pulumi.String(naming.EtcdName(args.Shard))},
+		namespace: args.Namespace.Metadata.Name().Elem(),
+	}
+	parent := pulumi.Parent(c)
+	services, err := newEtcdServices(ctx, name, args.Shard, m, parent)
 	if err != nil {
 		return nil, err
 	}
-	client, err := corev1.NewService(ctx, name+"-client", &corev1.ServiceArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(appName), Namespace: ns, Labels: labels},
-		Spec: &corev1.ServiceSpecArgs{
-			Selector: selector,
-			Ports:    corev1.ServicePortArray{&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(EtcdClientPort)}},
-		},
-	}, parent)
-	if err != nil {
+	if _, err := newEtcdNetworkPolicy(ctx, name, args.Shard, m, parent); err != nil {
 		return nil, err
 	}
-
-	if _, err := newEtcdNetworkPolicy(ctx, name, shard, ns, labels, selector, parent); err != nil {
-		return nil, err
-	}
-
 	// A budget that keeps quorum through voluntary disruptions (node upgrades, drains).
 	if _, err := policyv1.NewPodDisruptionBudget(ctx, name+"-pdb", &policyv1.PodDisruptionBudgetArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(appName), Namespace: ns, Labels: labels},
+		Metadata: m.objectMeta(naming.EtcdName(args.Shard)),
 		Spec: &policyv1.PodDisruptionBudgetSpecArgs{
 			MinAvailable: pulumi.Int(args.Members/2 + 1),
-			Selector:     &metav1.LabelSelectorArgs{MatchLabels: selector},
+			Selector:     &metav1.LabelSelectorArgs{MatchLabels: m.selector},
 		},
 	}, parent); err != nil {
 		return nil, err
 	}
-
-	deps := append([]pulumi.Resource{headless, client}, args.Placement.DependsOn...)
+	deps := append(services, args.Placement.DependsOn...)
 	sts, err := appsv1.NewStatefulSet(ctx, name, &appsv1.StatefulSetArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(appName), Namespace: ns, Labels: labels},
-		Spec: &appsv1.StatefulSetSpecArgs{
-			ServiceName: pulumi.String(naming.EtcdHeadlessService(shard)),
-			Replicas:    pulumi.Int(args.Members),
-			// Parallel: a new cluster has no quorum until every member has started.
-			PodManagementPolicy: pulumi.String("Parallel"),
-			Selector:            &metav1.LabelSelectorArgs{MatchLabels: selector},
-			// The volumes outlive the StatefulSet: deleting or renaming it keeps the data.
-			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs{
-				WhenDeleted: pulumi.String("Retain"),
-				WhenScaled:  pulumi.String("Retain"),
-			},
-			Template: &corev1.PodTemplateSpecArgs{
-				Metadata: &metav1.ObjectMetaArgs{Labels: labels},
-				Spec:     etcdPodSpec(args, selector),
-			},
-			VolumeClaimTemplates: corev1.PersistentVolumeClaimTypeArray{&corev1.PersistentVolumeClaimTypeArgs{
-				Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("data"), Labels: labels},
-				Spec: &corev1.PersistentVolumeClaimSpecArgs{
-					AccessModes:      pulumi.StringArray{pulumi.String("ReadWriteOnce")},
-					StorageClassName: pulumi.String(args.Placement.StorageClassName),
-					Resources: &corev1.VolumeResourceRequirementsArgs{
-						Requests: pulumi.StringMap{"storage": pulumi.String(args.VolumeSize)},
-					},
-				},
-			}},
-		},
+		Metadata: m.objectMeta(naming.EtcdName(args.Shard)),
+		Spec:     etcdStatefulSetSpec(args, m),
 	}, parent, pulumi.DependsOn(deps), pulumi.Timeouts(&pulumi.CustomTimeouts{Create: "20m", Update: "20m"}))
 	if err != nil {
 		return nil, err
@@ -136,6 +87,76 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 		return nil, err
 	}
 	return c, nil
+}
+
+// etcdMeta is what every object of one shard's etcd carries: its labels, the selector
+// of its members, and its namespace.
+type etcdMeta struct {
+	labels, selector pulumi.StringMap
+	namespace        pulumi.StringOutput
+}
+
+func (m etcdMeta) objectMeta(name string) *metav1.ObjectMetaArgs {
+	return &metav1.ObjectMetaArgs{Name: pulumi.String(name), Namespace: m.namespace, Labels: m.labels}
+}
+
+// newEtcdServices declares the headless Service that names the members and the client
+// Service. publishNotReadyAddresses: members must find each other before any is ready.
+func newEtcdServices(ctx *pulumi.Context, name, shard string, m etcdMeta, parent pulumi.ResourceOption) ([]pulumi.Resource, error) {
+	headless, err := corev1.NewService(ctx, name+"-headless", &corev1.ServiceArgs{
+		Metadata: m.objectMeta(naming.EtcdHeadlessService(shard)),
+		Spec: &corev1.ServiceSpecArgs{
+			ClusterIP:                pulumi.String("None"),
+			PublishNotReadyAddresses: pulumi.Bool(true),
+			Selector:                 m.selector,
+			Ports:                    etcdPorts(),
+		},
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	client, err := corev1.NewService(ctx, name+"-client", &corev1.ServiceArgs{
+		Metadata: m.objectMeta(naming.EtcdName(shard)),
+		Spec: &corev1.ServiceSpecArgs{
+			Selector: m.selector,
+			Ports:    corev1.ServicePortArray{&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(EtcdClientPort)}},
+		},
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	return []pulumi.Resource{headless, client}, nil
+}
+
+// etcdStatefulSetSpec is the members' StatefulSet: started all at once, each with its
+// own volume claim of the platform's StorageClass.
+func etcdStatefulSetSpec(args *EtcdClusterArgs, m etcdMeta) *appsv1.StatefulSetSpecArgs {
+	return &appsv1.StatefulSetSpecArgs{
+		ServiceName: pulumi.String(naming.EtcdHeadlessService(args.Shard)),
+		Replicas:    pulumi.Int(args.Members),
+		// Parallel: a new cluster has no quorum until every member has started.
+		PodManagementPolicy: pulumi.String("Parallel"),
+		Selector:            &metav1.LabelSelectorArgs{MatchLabels: m.selector},
+		// The volumes outlive the StatefulSet: deleting or renaming it keeps the data.
+		PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicyArgs{
+			WhenDeleted: pulumi.String("Retain"),
+			WhenScaled:  pulumi.String("Retain"),
+		},
+		Template: &corev1.PodTemplateSpecArgs{
+			Metadata: &metav1.ObjectMetaArgs{Labels: m.labels},
+			Spec:     etcdPodSpec(args, m.selector),
+		},
+		VolumeClaimTemplates: corev1.PersistentVolumeClaimTypeArray{&corev1.PersistentVolumeClaimTypeArgs{
+			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("data"), Labels: m.labels},
+			Spec: &corev1.PersistentVolumeClaimSpecArgs{
+				AccessModes:      pulumi.StringArray{pulumi.String("ReadWriteOnce")},
+				StorageClassName: pulumi.String(args.Placement.StorageClassName),
+				Resources: &corev1.VolumeResourceRequirementsArgs{
+					Requests: pulumi.StringMap{"storage": pulumi.String(args.VolumeSize)},
+				},
+			},
+		}},
+	}
 }
 
 func etcdPorts() corev1.ServicePortArray {
@@ -234,16 +255,16 @@ func httpProbe(path string, initialDelay int) *corev1.ProbeArgs {
 
 // newEtcdNetworkPolicy keeps etcd unreachable except from its own shard's kcp pods,
 // the snapshot jobs and its peers.
-func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, ns pulumi.StringOutput, labels, selector pulumi.StringMap, parent pulumi.ResourceOption) (*networkingv1.NetworkPolicy, error) {
+func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, m etcdMeta, parent pulumi.ResourceOption) (*networkingv1.NetworkPolicy, error) {
 	clientPort := networkingv1.NetworkPolicyPortArray{&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdClientPort), Protocol: pulumi.String("TCP")}}
 	kcpComponent := ComponentShard
 	if shard == naming.RootShardName {
 		kcpComponent = ComponentRootShard
 	}
 	return networkingv1.NewNetworkPolicy(ctx, name+"-netpol", &networkingv1.NetworkPolicyArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdName(shard)), Namespace: ns, Labels: labels},
+		Metadata: m.objectMeta(naming.EtcdName(shard)),
 		Spec: &networkingv1.NetworkPolicySpecArgs{
-			PodSelector: &metav1.LabelSelectorArgs{MatchLabels: selector},
+			PodSelector: &metav1.LabelSelectorArgs{MatchLabels: m.selector},
 			PolicyTypes: pulumi.StringArray{pulumi.String("Ingress")},
 			Ingress: networkingv1.NetworkPolicyIngressRuleArray{
 				// The shard's own kcp pods.
@@ -271,7 +292,7 @@ func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, ns pulumi.Str
 						&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdPeerPort), Protocol: pulumi.String("TCP")},
 					},
 					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
-						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: selector},
+						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: m.selector},
 					}},
 				},
 			},

@@ -234,7 +234,7 @@ func (g *GKEPlatform) EtcdPlacement() EtcdPlacement {
 }
 
 func (g *GKEPlatform) DNS() DNSBackend {
-	return cloudDNSResponsePolicy{cfg: g.cfg, cluster: g.cluster}
+	return cloudDNSResponsePolicy{project: g.cfg.GKE.Project, dns: g.cfg.GKE.DNS, cluster: g.cluster}
 }
 
 func (g *GKEPlatform) Edge() EdgeGateway {
@@ -242,5 +242,5 @@ func (g *GKEPlatform) Edge() EdgeGateway {
 }
 
 func (g *GKEPlatform) Snapshots() SnapshotBackend {
-	return gcsSnapshots{cfg: g.cfg, cluster: g.cluster, provider: g.provider}
+	return gcsSnapshots{project: g.cfg.GKE.Project, location: g.cfg.GKE.Location, snapshots: g.cfg.GKE.Snapshots, etcdImage: etcdImage(g.cfg)}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/pulumi/pulumi-random/sdk/v4/go/random"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	batchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
@@ -22,13 +21,13 @@ import (
 // gcsSnapshots takes scheduled etcd snapshots to a GCS bucket outside the cluster and
 // proves on a schedule that the newest snapshot of each shard restores and serves keys.
 type gcsSnapshots struct {
-	cfg      *config.Config
-	cluster  gkeCluster
-	provider *kubernetes.Provider
+	project   string
+	location  string // of the bucket
+	snapshots config.GKESnapshots
+	etcdImage string // the members' pinned image
 }
 
 func (s gcsSnapshots) DeclareSnapshots(ctx *pulumi.Context, name string, clusters []*EtcdCluster, opts ...pulumi.ResourceOption) (pulumi.Map, error) {
-	g := s.cfg.GKE
 	// Protected like the bucket: a new suffix would be a new bucket name, and so a
 	// replacement of the bucket.
 	suffix, err := random.NewRandomId(ctx, name+"-bucket-suffix", &random.RandomIdArgs{ByteLength: pulumi.Int(4)}, append(opts, pulumi.Protect(true))...)
@@ -37,22 +36,22 @@ func (s gcsSnapshots) DeclareSnapshots(ctx *pulumi.Context, name string, cluster
 	}
 	// Protected: `pulumi destroy` refuses to delete the snapshots.
 	bucket, err := storage.NewBucket(ctx, name+"-bucket", &storage.BucketArgs{
-		Project:                  pulumi.String(g.Project),
+		Project:                  pulumi.String(s.project),
 		Name:                     pulumi.Sprintf("kcp-etcd-snapshots-%s", suffix.Hex),
-		Location:                 pulumi.String(strings.ToUpper(g.Location)),
+		Location:                 pulumi.String(strings.ToUpper(s.location)),
 		UniformBucketLevelAccess: pulumi.Bool(true),
 		PublicAccessPrevention:   pulumi.String("enforced"),
 		Versioning:               &storage.BucketVersioningArgs{Enabled: pulumi.Bool(true)},
 		LifecycleRules: storage.BucketLifecycleRuleArray{
 			&storage.BucketLifecycleRuleArgs{
 				Action:    &storage.BucketLifecycleRuleActionArgs{Type: pulumi.String("Delete")},
-				Condition: &storage.BucketLifecycleRuleConditionArgs{Age: pulumi.Int(g.Snapshots.RetentionDays)},
+				Condition: &storage.BucketLifecycleRuleConditionArgs{Age: pulumi.Int(s.snapshots.RetentionDays)},
 			},
 			&storage.BucketLifecycleRuleArgs{
 				Action: &storage.BucketLifecycleRuleActionArgs{Type: pulumi.String("Delete")},
 				// NoAge: without it the provider adds age 0 to a rule that sets no age.
 				Condition: &storage.BucketLifecycleRuleConditionArgs{
-					DaysSinceNoncurrentTime: pulumi.Int(g.Snapshots.RetentionDays),
+					DaysSinceNoncurrentTime: pulumi.Int(s.snapshots.RetentionDays),
 					WithState:               pulumi.String("ARCHIVED"),
 					NoAge:                   pulumi.Bool(true),
 				},
@@ -78,28 +77,27 @@ func (s gcsSnapshots) DeclareSnapshots(ctx *pulumi.Context, name string, cluster
 		return nil, err
 	}
 
-	etcdImage := fmt.Sprintf("%s:%s", config.EtcdImageRepository, s.cfg.Versions.Etcd)
-	gcloudImage := fmt.Sprintf("%s:%s", config.GcloudImageRepository, g.Snapshots.GcloudImage)
+	gcloudImage := fmt.Sprintf("%s:%s", config.GcloudImageRepository, s.snapshots.GcloudImage)
 	for _, c := range clusters {
 		deps := pulumi.DependsOn([]pulumi.Resource{c.StatefulSet, snapshotSA, drillSA, jobsPolicy})
 		if _, err := batchv1.NewCronJob(ctx, name+"-"+c.Shard+"-snapshot", &batchv1.CronJobArgs{
 			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdSnapshotCronJob(c.Shard)), Namespace: pulumi.String(naming.NamespaceEtcd)},
-			Spec:     snapshotCronJob(c.Shard, g.Snapshots.Schedule, etcdImage, gcloudImage, bucket.Name),
+			Spec:     snapshotCronJob(c.Shard, s.snapshots.Schedule, s.etcdImage, gcloudImage, bucket.Name),
 		}, append(opts, deps)...); err != nil {
 			return nil, err
 		}
 		if _, err := batchv1.NewCronJob(ctx, name+"-"+c.Shard+"-drill", &batchv1.CronJobArgs{
 			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdRestoreDrillCronJob(c.Shard)), Namespace: pulumi.String(naming.NamespaceEtcd)},
-			Spec:     drillCronJob(c.Shard, g.Snapshots.DrillSchedule, etcdImage, gcloudImage, bucket.Name),
+			Spec:     drillCronJob(c.Shard, s.snapshots.DrillSchedule, s.etcdImage, gcloudImage, bucket.Name),
 		}, append(opts, deps)...); err != nil {
 			return nil, err
 		}
 	}
 	return pulumi.Map{
 		"bucket":           bucket.Name,
-		"snapshotSchedule": pulumi.String(g.Snapshots.Schedule),
-		"drillSchedule":    pulumi.String(g.Snapshots.DrillSchedule),
-		"retentionDays":    pulumi.Int(g.Snapshots.RetentionDays),
+		"snapshotSchedule": pulumi.String(s.snapshots.Schedule),
+		"drillSchedule":    pulumi.String(s.snapshots.DrillSchedule),
+		"retentionDays":    pulumi.Int(s.snapshots.RetentionDays),
 	}, nil
 }
 
@@ -134,7 +132,7 @@ func newEtcdJobsNetworkPolicy(ctx *pulumi.Context, name string, opts []pulumi.Re
 // and a Kubernetes ServiceAccount in the etcd namespace bound to it through Workload
 // Identity.
 func (s gcsSnapshots) workloadIdentity(ctx *pulumi.Context, name, accountID, ksa string, bucket *storage.Bucket, roles []string, opts []pulumi.ResourceOption) (*corev1.ServiceAccount, error) {
-	project := s.cfg.GKE.Project
+	project := s.project
 	gsa, err := serviceaccount.NewAccount(ctx, name+"-gsa", &serviceaccount.AccountArgs{
 		Project:     pulumi.String(project),
 		AccountId:   pulumi.String(accountID),

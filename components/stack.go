@@ -132,7 +132,7 @@ func (st *Stack) declareEtcd(b stackBuild, namespace *corev1.Namespace) error {
 		etcd, err := NewEtcdCluster(b.ctx, b.name+"-etcd-"+shard.Name, &EtcdClusterArgs{
 			Shard:      shard.Name,
 			Members:    b.cfg.Etcd.Members,
-			Image:      fmt.Sprintf("%s:%s", config.EtcdImageRepository, b.cfg.Versions.Etcd),
+			Image:      etcdImage(b.cfg),
 			VolumeSize: b.cfg.Etcd.VolumeSize,
 			Placement:  b.platform.EtcdPlacement(),
 			Namespace:  namespace,
@@ -143,6 +143,12 @@ func (st *Stack) declareEtcd(b stackBuild, namespace *corev1.Namespace) error {
 		st.Etcd = append(st.Etcd, etcd)
 	}
 	return nil
+}
+
+// etcdImage is the pinned official etcd image: the members and the jobs that snapshot
+// and restore them run it.
+func etcdImage(cfg *config.Config) string {
+	return fmt.Sprintf("%s:%s", config.EtcdImageRepository, cfg.Versions.Etcd)
 }
 
 // etcdOf is the etcd of one shard.
