@@ -31,66 +31,88 @@ type PKI struct {
 	caPool *x509.CertPool
 }
 
-// writePKI creates a CA named after the test, a serving certificate for 127.0.0.1 and
-// the further addresses the API server serves on, a client certificate for calling
-// kubelets, both signed by it, and a service-account signing key pair, in dir.
-func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+// CA is a certificate authority of a test's own.
+type CA struct {
+	Cert *x509.Certificate
+	Key  *ecdsa.PrivateKey
+	// PEM is Cert, PEM-encoded.
+	PEM []byte
+}
+
+// NewCA creates a CA valid from an hour ago for a day.
+func NewCA(commonName string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	caTemplate := &x509.Certificate{
+	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "railgrid-kcp-" + name + "-ca"},
+		Subject:               pkix.Name{CommonName: commonName},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, err
 	}
-	caCert, err := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
 		return nil, err
 	}
-	servingKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// Issue signs a certificate for a new key: tmpl gives the serial number, subject, names
+// and usages; the validity is the CA's. It returns the certificate and the key (PKCS #8),
+// PEM-encoded.
+func (ca *CA) Issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	t := *tmpl
+	t.NotBefore, t.NotAfter = ca.Cert.NotBefore, ca.Cert.NotAfter
+	if t.KeyUsage == 0 {
+		t.KeyUsage = x509.KeyUsageDigitalSignature
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &t, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
+
+// writePKI creates a CA named after the test, a serving certificate for 127.0.0.1 and
+// the further addresses the API server serves on, a client certificate for calling
+// kubelets, both signed by it, and a service-account signing key pair, in dir.
+func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
+	ca, err := NewCA("railgrid-kcp-" + name + "-ca")
 	if err != nil {
 		return nil, err
 	}
-	servingTemplate := &x509.Certificate{
+	servingCert, servingKey, err := ca.Issue(&x509.Certificate{
 		SerialNumber: big.NewInt(2),
 		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  append([]net.IP{net.ParseIP(Loopback)}, addresses...),
 		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-	}
-	servingDER, err := x509.CreateCertificate(rand.Reader, servingTemplate, caCert, &servingKey.PublicKey, caKey)
+	})
 	if err != nil {
 		return nil, err
 	}
-	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	clientDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+	clientCert, clientKey, err := ca.Issue(&x509.Certificate{
 		SerialNumber: big.NewInt(3),
 		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, caCert, &clientKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +121,7 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 		return nil, err
 	}
 	p := &PKI{
-		CAPEM:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		CAPEM:       ca.PEM,
 		CAFile:      filepath.Join(dir, "ca.crt"),
 		ServingCert: filepath.Join(dir, "serving.crt"),
 		ServingKey:  filepath.Join(dir, "serving.key"),
@@ -110,11 +132,7 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 		KubeletClientCert: filepath.Join(dir, "kubelet-client.crt"),
 		KubeletClientKey:  filepath.Join(dir, "kubelet-client.key"),
 	}
-	p.caPool.AddCert(caCert)
-	servingKeyDER, err := x509.MarshalPKCS8PrivateKey(servingKey)
-	if err != nil {
-		return nil, err
-	}
+	p.caPool.AddCert(ca.Cert)
 	saKeyDER, err := x509.MarshalPKCS8PrivateKey(saKey)
 	if err != nil {
 		return nil, err
@@ -125,13 +143,13 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 	}
 	files := map[string][]byte{
 		p.CAFile:      p.CAPEM,
-		p.ServingCert: append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}), p.CAPEM...),
-		p.ServingKey:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: servingKeyDER}),
+		p.ServingCert: append(servingCert, p.CAPEM...),
+		p.ServingKey:  servingKey,
 		p.SAPrivate:   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: saKeyDER}),
 		p.SAPublic:    pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
 
-		p.KubeletClientCert: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientDER}),
-		p.KubeletClientKey:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: clientKeyDER}),
+		p.KubeletClientCert: clientCert,
+		p.KubeletClientKey:  clientKey,
 	}
 	for path, data := range files {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
