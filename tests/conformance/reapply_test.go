@@ -134,9 +134,12 @@ func TestReapplyAfterAnInterruptedCreate(t *testing.T) {
 			isRoute := func(kind string) bool { return kind == "TLSRoute" || kind == "HTTPRoute" }
 
 			// 1. A stack created before the fixed manager: each object created by its own
-			// random manager, the Corefile patch forced by hand as it was.
+			// random manager, the patches of kubeadm's CoreDNS forced as they must be (the
+			// ConfigMap by hand as it was; the Deployment's config-volume is kubeadm's field).
 			if failed := applyAll("created as before the fixed field manager", func(o *unstructured.Unstructured) (*unstructured.Unstructured, string, bool) {
-				old := withoutFieldManagerAnnotations(o, o.GetKind() == "ConfigMap" && o.GetName() == components.CoreDNSConfigMap)
+				kubeadms := (o.GetKind() == "ConfigMap" && o.GetName() == components.CoreDNSConfigMap) ||
+					(o.GetKind() == "Deployment" && o.GetName() == components.CoreDNSDeployment)
+				old := withoutFieldManagerAnnotations(o, kubeadms)
 				m, force := asTheProviderApplies(old, "first-"+strings.ToLower(o.GetKind()))
 				return old, m, force
 			}); len(failed) > 0 {

@@ -260,7 +260,8 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	}
 
 	// 2a. Every pod of etcd, kcp-system and the operator, and CoreDNS, runs on the real
-	// node, Ready through its real probe, with no restart and no flag error in kcp's logs.
+	// node, Ready through its real probe, with no flag error in kcp's logs and at most one
+	// restart, reported with its reason (node_test.go).
 	t.Run("2a-pods-run-on-the-real-node", func(t *testing.T) { checkPodsRanForReal(t, ctx, e.c) })
 
 	// 2b. Envoy Gateway accepted and programmed the kind edge.
