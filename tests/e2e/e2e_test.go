@@ -41,6 +41,9 @@ var kcpKinds = []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"}
 // cluster of its own, an interrupted `up` and a chain of killed ups, each run again.
 func TestKindStackEndToEnd(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "the e2e test starts a control plane and the Pulumi CLI")
+	if os.Geteuid() != 0 {
+		t.Fatalf("the e2e test needs root (its real node sets up a bridge, iptables rules and mounts); set %s=1 to skip it", envSkip)
+	}
 	bins := findBinaries(t)
 	root := testenv.RepoRoot(t)
 	crds := testenv.CRDsDir(root)

@@ -196,7 +196,7 @@ func realPodProblem(p *corev1.Pod) string {
 	if p.Spec.NodeName != realNodeName {
 		return fmt.Sprintf("runs on %q, not the real node", p.Spec.NodeName)
 	}
-	if !podCIDR.Contains(netip.MustParseAddr(orDefault(p.Status.PodIP, "0.0.0.0"))) {
+	if addr, err := netip.ParseAddr(p.Status.PodIP); err != nil || !podCIDR.Contains(addr) {
 		return fmt.Sprintf("has address %q, outside the real node's pod range %s", p.Status.PodIP, podCIDR)
 	}
 	ready := false
@@ -254,24 +254,11 @@ func describeTerminated(s corev1.ContainerState) string {
 	return fmt.Sprintf("exit %d %s: %s", s.Terminated.ExitCode, s.Terminated.Reason, lastLine(s.Terminated.Message))
 }
 
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
-// kcpConfigErrors are what kcp and its front proxy print when they refuse their flags
-// (pflag's refusals, which cobra prints after "Error: ").
-var kcpConfigErrors = []string{"unknown flag: ", "unknown shorthand flag: ", "flag needs an argument: ", "bad flag syntax: ", `" for "--`}
-
-// flagErrorLine is the first line of log that is a flag refusal, or "".
+// flagErrorLine is the first line of log that is a flag refusal (flagErrorPatterns), or "".
 func flagErrorLine(log string) string {
 	for _, line := range strings.Split(log, "\n") {
-		for _, phrase := range kcpConfigErrors {
-			if strings.Contains(line, phrase) {
-				return line
-			}
+		if flagErrorPatterns.MatchString(line) {
+			return line
 		}
 	}
 	return ""
