@@ -51,8 +51,15 @@ func DNSProbe(image string, hosts []string) PodSpec {
 // checkSplitHorizon resolves every shard hostname from a Pod inside the cluster; each
 // must answer exactly the ClusterIP of the shard's owned Service, never the edge. The
 // hub and providers follow these names with client certificates, which a TLS-terminating
-// edge strips.
+// edge strips. It asks again until every answer is right or the check's time is up: on
+// kind the answers reach CoreDNS through a ConfigMap volume, which the kubelet updates
+// up to a minute or more after `up` wrote it.
 func checkSplitHorizon(ctx context.Context, o *Options) []Result {
+	return poll(ctx, o.Interval, func(ctx context.Context) []Result { return resolveShardHostnames(ctx, o) })
+}
+
+// resolveShardHostnames is one attempt of checkSplitHorizon: one probe Pod.
+func resolveShardHostnames(ctx context.Context, o *Options) []Result {
 	shards := o.Config.Kcp.AllShards()
 	hosts := make([]string, len(shards))
 	for i, s := range shards {

@@ -42,6 +42,19 @@ func TestSplitHorizonPassesWhenShardNamesResolveToTheirServices(t *testing.T) {
 	}
 }
 
+// The answers reach CoreDNS some time after `up` (on kind through a ConfigMap volume the
+// kubelet updates): the check asks again until they are right.
+func TestSplitHorizonAsksAgainUntilTheAnswersArrive(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.dns.Unanswered = 2
+	results := f.run(t, verify.CheckSplitHorizon)
+	requireAll(t, results, verify.StatusPass)
+	if len(f.dns.Specs) != 3 {
+		t.Fatalf("want three probes (two without answers, then the right ones), got %d", len(f.dns.Specs))
+	}
+}
+
 func TestSplitHorizonFailsWhenAShardNameResolvesToTheEdge(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
