@@ -16,11 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
-
-// kubeContext is the kubeconfig context the stack's kind.context points at.
-const kubeContext = "railgrid-e2e"
 
 // cluster is a Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler) with one real node (kubelet, kube-proxy and containerd on a bridge of
@@ -31,7 +29,7 @@ type cluster struct {
 	host        string
 	token       string
 	caPEM       []byte
-	kubeconfig  string // admin kubeconfig with context kubeContext
+	kubeconfig  string // admin kubeconfig whose context is the stack's kind.context
 	serviceCIDR string
 	rest        *rest.Config
 	kube        kubernetes.Interface
@@ -41,12 +39,13 @@ type cluster struct {
 	node        *testenv.Node
 }
 
-// startCluster starts the control plane in dir with the given Service range, on the
+// startCluster starts the control plane in dir with the stack's Service range, on the
 // gateway address of the real node's network, and the real node with the given images;
 // it waits until the API server is ready and the node is Ready. kwok starts too; its
 // nodes are created by prepareCluster.
-func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, serviceCIDR string, images []string) *cluster {
+func startCluster(t *testing.T, ctx context.Context, bins binaries, dir string, stack *config.Config, images []string) *cluster {
 	t.Helper()
+	serviceCIDR := stack.Network.ServiceCIDR
 	start := time.Now()
 	services, err := netip.ParsePrefix(serviceCIDR)
 	if err != nil {
@@ -64,7 +63,7 @@ func startCluster(t *testing.T, ctx context.Context, bins binaries, dir, service
 		serviceCIDR: serviceCIDR, procs: []*testenv.Process{server.Etcd, server.Process}}
 
 	c.kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := server.WriteKubeconfig(c.kubeconfig, kubeContext); err != nil {
+	if err := server.WriteKubeconfig(c.kubeconfig, stack.Kind.Context); err != nil {
 		t.Fatal(err)
 	}
 	c.rest = server.RESTConfig()

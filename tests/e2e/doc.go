@@ -1,7 +1,8 @@
 // Package e2e runs the kind stack end to end under the real Pulumi engine and the real
-// Kubernetes provider, offline: the Pulumi CLI (driven through the Automation API with
-// an inline program that runs exactly what main.go runs), the pulumi-resource-kubernetes
-// plugin, and a cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
+// Kubernetes provider, offline: the Pulumi CLI (driven through the Automation API over a
+// copy of the program, so that every preview, up and destroy compiles and runs main.go
+// through the Go language host with the stack config in PULUMI_CONFIG, as a user's
+// `pulumi up -s kind` does), the pulumi-resource-kubernetes plugin, and a cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
 // with one real node (kubelet, kube-proxy and containerd on a bridge of the test's own,
 // node_test.go) and three nodes simulated by kwok. The API server's default node
 // selector puts every pod on the real node, where etcd, kcp, the kcp-operator (its

@@ -135,11 +135,11 @@ func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources, opts 
 	}
 	// The stack file first: the cluster's Service range comes from its config.
 	pre := &e2eStack{t: t, cfgFile: filepath.Join(base, "probe.yaml")}
-	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), pre.cfgFile, chartDir, ""); err != nil {
+	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), pre.cfgFile, chartDir); err != nil {
 		t.Fatal(err)
 	}
 	p := pre.render()
-	c := startCluster(t, ctx, bins, filepath.Join(base, "cluster"), p.cfg.Network.ServiceCIDR, src.images.get(t, bins, p))
+	c := startCluster(t, ctx, bins, filepath.Join(base, "cluster"), p.cfg, src.images.get(t, bins, p))
 	prepareCluster(t, ctx, c, crds, p.kinds())
 	e := &env{c: c, plan: p}
 	e.volumes = startVolumeBinder(t, ctx, c)
@@ -234,6 +234,10 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		}
 		t.Logf("preview: %s; %d creates cover the %d declared resources", changeCounts(res.ChangeSummary), len(creates), declared)
 	})
+
+	// 1a. up itself refuses a misspelled key, naming the key, the value and the rule, with
+	// nothing declared: main.go gets the whole stack config from the language host.
+	t.Run("1a-up-refuses-a-misspelled-key", func(t *testing.T) { checkUpRefusesMisspelledKey(t, ctx, e) })
 
 	// 2. up converges, and nothing kcp is created before what it needs is ready.
 	upOK := false

@@ -33,6 +33,7 @@ const (
 type binaries struct {
 	kubeAPIServer, kubeControllerManager, kubeScheduler string
 	etcd, kwok, pulumi, provider                        string
+	langhost                                            string // pulumi-language-go, which runs main.go
 	// The real controllers: kcp-operator and cert-manager's controller.
 	kcpOperator, certManager string
 	// kcpServers are the kcp servers built from the kcp source, by name: kcp and
@@ -57,6 +58,7 @@ func findBinaries(t *testing.T) binaries {
 		etcd:                  find("etcd"),
 		kwok:                  find("kwok"),
 		pulumi:                find("pulumi"),
+		langhost:              find("pulumi-language-go"),
 		provider:              find("pulumi-resource-kubernetes"),
 		kcpOperator:           find("kcp-operator"),
 		certManager:           find("cert-manager-controller"),

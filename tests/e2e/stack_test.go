@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,12 +22,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optrefresh"
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/apitype"
-	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	"gopkg.in/yaml.v3"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/config/stackconfig"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 	"github.com/railgrid/railgrid-kcp/naming"
@@ -36,21 +35,14 @@ import (
 // so that URNs match.
 const stackName = "e2e"
 
-// program is the inline program: exactly what main.go runs.
-func program(ctx *pulumi.Context) error {
-	cfg, err := stackconfig.Load(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = components.Deploy(ctx, cfg)
-	return err
-}
-
 // e2eStack is one stack of the program in a workspace of its own, with a file://
-// backend and the passphrase secrets provider, driven by the Automation API.
+// backend and the passphrase secrets provider. The Automation API drives the Pulumi CLI
+// over a copy of the program's source: every preview, up and destroy compiles and runs
+// main.go through the Go language host, with the stack config in PULUMI_CONFIG, as a
+// user's `pulumi up -s kind` does.
 type e2eStack struct {
 	t        *testing.T
-	dir      string // workspace: Pulumi.yaml and Pulumi.e2e.yaml
+	dir      string // workspace: a copy of the program and Pulumi.e2e.yaml
 	stateDir string // the file:// backend
 	cfgFile  string
 	tmpDir   string // TMPDIR of the CLI and its plugins
@@ -58,10 +50,9 @@ type e2eStack struct {
 	cli      *pulumiCLI
 }
 
-// newStack creates the workspace in base: the repository's Pulumi.yaml, and a
-// Pulumi.e2e.yaml made from Pulumi.kind.yaml with the kind context of the test's
-// kubeconfig, cert-manager and Envoy Gateway marked present, and the kcp-operator chart
-// taken from chartDir.
+// newStack creates the workspace in base: a copy of the program (main.go, its packages,
+// go.mod, go.sum and the repository's Pulumi.yaml), and Pulumi.e2e.yaml made from the
+// shipped Pulumi.kind.yaml with only the keys of overlayKeys changed.
 func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, bins binaries, chartDir string) *e2eStack {
 	t.Helper()
 	s := &e2eStack{t: t, dir: filepath.Join(base, "workspace"), stateDir: filepath.Join(base, "state")}
@@ -87,17 +78,13 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 		}
 		os.RemoveAll(logDir)
 	})
-	project, err := os.ReadFile(filepath.Join(root, "Pulumi.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(s.dir, "Pulumi.yaml"), project, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	testenv.CopyProgram(t, root, s.dir)
 	s.cfgFile = filepath.Join(s.dir, "Pulumi."+stackName+".yaml")
-	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), s.cfgFile, chartDir, c.kubeconfig); err != nil {
+	shipped := filepath.Join(root, "Pulumi.kind.yaml")
+	if err := writeStackConfig(shipped, s.cfgFile, chartDir); err != nil {
 		t.Fatal(err)
 	}
+	checkOverlay(t, shipped, s.cfgFile)
 
 	env := map[string]string{
 		"PULUMI_BACKEND_URL":                          "file://" + filepath.ToSlash(filepath.Join(base, "state")),
@@ -107,26 +94,42 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 		"PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK":    "true",
 		"PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
 		"PULUMI_SKIP_CONFIRMATIONS":                   "true",
-		"KUBECONFIG":                                  c.kubeconfig,
-		"TMPDIR":                                      tmp,
-		"HELM_CACHE_HOME":                             filepath.Join(base, "helm", "cache"),
-		"HELM_CONFIG_HOME":                            filepath.Join(base, "helm", "config"),
-		"HELM_DATA_HOME":                              filepath.Join(base, "helm", "data"),
+		// The provider and the program's Helm record hook read the cluster from here, as
+		// on a user's machine: the stack file names only the context.
+		"KUBECONFIG": c.kubeconfig,
+		// The CLI runs the Go language host (built from its upstream source) from PATH.
+		"PATH": filepath.Dir(bins.langhost) + string(os.PathListSeparator) + os.Getenv("PATH"),
+		// The language host's `go build` of main.go must not change go.mod or go.sum; the
+		// test's own flags (hack/goflags.sh) stay, so that build reuses the test's compile.
+		"GOFLAGS":          strings.TrimSpace(os.Getenv("GOFLAGS") + " -mod=readonly"),
+		"TMPDIR":           tmp,
+		"HELM_CACHE_HOME":  filepath.Join(base, "helm", "cache"),
+		"HELM_CONFIG_HOME": filepath.Join(base, "helm", "config"),
+		"HELM_DATA_HOME":   filepath.Join(base, "helm", "data"),
 	}
 	s.cli = newPulumiCLI(t, bins.pulumi, logDir)
-	s.stack, err = auto.UpsertStackInlineSource(ctx, stackName, config.Project, program,
-		auto.WorkDir(s.dir), auto.Pulumi(s.cli), auto.EnvVars(env), auto.SecretsProvider("passphrase"))
+	s.stack, err = auto.UpsertStackLocalSource(ctx, stackName, s.dir,
+		auto.Pulumi(s.cli), auto.EnvVars(env), auto.SecretsProvider("passphrase"))
 	if err != nil {
 		t.Fatalf("creating stack %s: %v", stackName, err)
 	}
 	return s
 }
 
-// writeStackConfig writes the e2e stack file from the kind stack file. kubeconfig, when
-// given, is the cluster's kubeconfig file (kind.kubeconfig): the inline program runs in
-// this test process, which has no $KUBECONFIG, and its Helm record hook reaches the
-// cluster through that key, as the provider does.
-func writeStackConfig(kindFile, out, chartDir, kubeconfig string) error {
+// overlayKeys are the config keys, as dotted paths, in which the e2e stack file may differ
+// from the shipped Pulumi.kind.yaml: what an offline machine must change. Everything else
+// is the user's file as shipped (the kubeconfig comes from $KUBECONFIG and its context is
+// the one the shipped file names).
+var overlayKeys = []string{
+	// The test installs cert-manager's and Envoy Gateway's parts itself.
+	"kind.certManagerPresent", "kind.envoyGatewayPresent",
+	// The kcp-operator chart, generated from the upstream source (chart_test.go).
+	"operator.chartPath",
+}
+
+// writeStackConfig writes the e2e stack file: the shipped kind stack file with the
+// overlay's keys set.
+func writeStackConfig(kindFile, out, chartDir string) error {
 	data, err := os.ReadFile(kindFile)
 	if err != nil {
 		return err
@@ -144,10 +147,6 @@ func writeStackConfig(kindFile, out, chartDir, kubeconfig string) error {
 	if kind == nil {
 		kind = map[string]any{}
 	}
-	kind["context"] = kubeContext
-	if kubeconfig != "" {
-		kind["kubeconfig"] = kubeconfig
-	}
 	kind["certManagerPresent"] = true
 	kind["envoyGatewayPresent"] = true
 	cfg[key("kind")] = kind
@@ -156,9 +155,71 @@ func writeStackConfig(kindFile, out, chartDir, kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	header := "# Written by tests/e2e from Pulumi.kind.yaml: the test's kubeconfig context, cert-manager and\n" +
-		"# Envoy Gateway present, the kcp-operator chart from a local directory the test generates.\n"
+	header := "# Written by tests/e2e from Pulumi.kind.yaml: cert-manager and Envoy Gateway present,\n" +
+		"# the kcp-operator chart from a local directory the test generates.\n"
 	return os.WriteFile(out, append([]byte(header), encoded...), 0o600)
+}
+
+// checkOverlay fails the test when the stack file differs from the shipped one in a key
+// that overlayKeys does not list: the e2e runs what a user runs.
+func checkOverlay(t *testing.T, shippedFile, stackFile string) {
+	t.Helper()
+	read := func(path string) map[string]any {
+		var f struct {
+			Config map[string]any `yaml:"config"`
+		}
+		data, err := os.ReadFile(path)
+		if err == nil {
+			err = yaml.Unmarshal(data, &f)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return f.Config
+	}
+	var changed []string
+	diffPaths("", read(shippedFile), read(stackFile), &changed)
+	sort.Strings(changed)
+	var unlisted []string
+	for _, k := range changed {
+		if !slices.Contains(overlayKeys, k) {
+			unlisted = append(unlisted, k)
+		}
+	}
+	if len(unlisted) > 0 {
+		t.Fatalf("the e2e stack file changes %v of the shipped Pulumi.kind.yaml, which the overlay does not list (%v)", unlisted, overlayKeys)
+	}
+	t.Logf("the e2e stack file is the shipped Pulumi.kind.yaml with %v set", changed)
+}
+
+// diffPaths appends the dotted paths (without the project's prefix) at which a and b
+// differ; mappings are compared key by key, anything else as a whole.
+func diffPaths(prefix string, a, b map[string]any, out *[]string) {
+	keys := map[string]bool{}
+	for k := range a {
+		keys[k] = true
+	}
+	for k := range b {
+		keys[k] = true
+	}
+	for k := range keys {
+		path := strings.TrimPrefix(k, config.Project+":")
+		if prefix != "" {
+			path = prefix + "." + k
+		}
+		am, aIsMap := a[k].(map[string]any)
+		bm, bIsMap := b[k].(map[string]any)
+		switch {
+		case aIsMap && bIsMap:
+			diffPaths(path, am, bm, out)
+		case aIsMap && b[k] == nil:
+			diffPaths(path, am, map[string]any{}, out)
+		case bIsMap && a[k] == nil:
+			diffPaths(path, map[string]any{}, bm, out)
+		case !reflect.DeepEqual(a[k], b[k]):
+			*out = append(*out, path)
+		}
+	}
 }
 
 // missingProjectConfig returns the config keys that Pulumi.yaml declares without a
@@ -535,4 +596,63 @@ func indent(lines []string) string {
 		b.WriteString(l)
 	}
 	return b.String()
+}
+
+// checkUpRefusesMisspelledKey runs up with railgrid-kcp:etdc (for etcd) added to the stack
+// file and checks that main.go refused it before declaring anything: the error names the
+// key, its value and the rule, the engine saw no resource but the root Stack, and the
+// state holds none. The stack file is restored afterwards.
+func checkUpRefusesMisspelledKey(t *testing.T, ctx context.Context, e *env) {
+	s := e.stack
+	saved, err := os.ReadFile(s.cfgFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := os.WriteFile(s.cfgFile, saved, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	var file map[string]any
+	if err := yaml.Unmarshal(saved, &file); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := file["config"].(map[string]any)
+	cfg[config.Project+":etdc"] = map[string]any{"members": 3}
+	out, err := yaml.Marshal(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(s.cfgFile, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	uctx, cancel := context.WithTimeout(ctx, upTimeout)
+	defer cancel()
+	start := time.Now()
+	_, log, err := s.up(uctx, nil)
+	if err == nil {
+		t.Fatalf("up with %s:etdc succeeded", config.Project)
+	}
+	want := config.Project + `:etdc = "{\"members\":3}": is not a railgrid-kcp config key`
+	diags := strings.Join(log.diagnostics(), "\n")
+	if !strings.Contains(diags, want) {
+		t.Errorf("up's error diagnostics do not name the key, the value and the rule (%s):\n%s", want, diags)
+	}
+	var declared []string
+	for urn := range log.opsByURN() {
+		if !strings.Contains(urn, "::pulumi:pulumi:Stack::") {
+			declared = append(declared, shortURN(urn))
+		}
+	}
+	if len(declared) > 0 {
+		t.Errorf("a refused config declared:%s", indent(declared))
+	}
+	d := s.export(ctx)
+	for _, r := range d.Resources {
+		if r.Type != "pulumi:pulumi:Stack" {
+			t.Errorf("the state holds %s %s after the refused up", r.Type, r.URN)
+		}
+	}
+	t.Logf("up refused %s:etdc in %s: %s", config.Project, time.Since(start).Round(time.Second), firstLine(want))
 }

@@ -14,7 +14,6 @@
 package langhost
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -111,7 +110,7 @@ func newWorkspace(t *testing.T) *workspace {
 
 	base := t.TempDir()
 	ws := &workspace{dir: filepath.Join(base, "program"), cli: cli, langhost: langhost}
-	copyProgram(t, testenv.RepoRoot(t), ws.dir)
+	testenv.CopyProgram(t, testenv.RepoRoot(t), ws.dir)
 	passphrase := make([]byte, 16)
 	if _, err := rand.Read(passphrase); err != nil {
 		t.Fatal(err)
@@ -139,54 +138,6 @@ func newWorkspace(t *testing.T) *workspace {
 		t.Fatalf("pulumi stack init: %v\n%s", err, out)
 	}
 	return ws
-}
-
-// copyProgram copies what `go build` of main.go reads: go.mod, go.sum, Pulumi.yaml and
-// the Go files of every package of this module that main imports.
-func copyProgram(t *testing.T, root, dst string) {
-	t.Helper()
-	list := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.Dir}}|{{join .GoFiles \",\"}}{{end}}{{end}}", ".")
-	list.Dir = root
-	out, err := list.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	files := []string{"go.mod", "go.sum", "Pulumi.yaml"}
-	scanner := bufio.NewScanner(bytes.NewReader(out))
-	for scanner.Scan() {
-		dir, goFiles, _ := strings.Cut(scanner.Text(), "|")
-		rel, err := filepath.Rel(root, dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, f := range strings.Split(goFiles, ",") {
-			files = append(files, filepath.Join(rel, f))
-		}
-	}
-	if !contains(files, "main.go") {
-		t.Fatalf("go list did not list main.go: %s", out)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dst, f)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dst, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // writeStackConfig writes the stack's config: the shipped kind stack's, plus extra keys,
