@@ -6,6 +6,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/utilities"
+
+	"github.com/railgrid/railgrid-kcp/config"
 )
 
 // helmReleaseType is the Kubernetes provider's Helm release resource.
@@ -31,18 +33,40 @@ type HelmReleaseArgs struct {
 	// Chart is a chart name in Repo, or a path to a chart directory when Repo is unset.
 	Chart   pulumi.StringInput
 	Version pulumi.StringInput
-	// Repo is the chart repository (repositoryOpts.repo); nil for a chart path.
-	Repo            pulumi.StringInput
+	// Repo is the chart repository (repositoryOpts.repo); nil for a chart path or an OCI
+	// chart reference.
+	Repo pulumi.StringInput
+	// CAFile is the CA file of Repo's https server (repositoryOpts.caFile); nil for none.
+	CAFile          pulumi.StringInput
 	Values          pulumi.Map
 	CreateNamespace bool
 	// Timeout is Helm's wait timeout in seconds; 0 leaves the provider's default.
 	Timeout int
 }
 
+// setChart sets where the release's chart comes from: chart name in source's repository.
+// From an https repository the chart is its name, and the repository and its CA file
+// go to repositoryOpts; from an oci:// one the chart is its reference,
+// <repository>/<name>, with no repositoryOpts (the provider pulls it with a registry
+// client that takes none; the config refuses a CA file with it).
+func (a *HelmReleaseArgs) setChart(name string, source config.ChartSource) {
+	if source.IsOCI() {
+		a.Chart = pulumi.String(source.OCIReference(name))
+		return
+	}
+	a.Chart, a.Repo = pulumi.String(name), pulumi.String(source.Repository)
+	if source.CAFile != "" {
+		a.CAFile = pulumi.String(source.CAFile)
+	}
+}
+
 // NewHelmRelease declares a Helm release, as the SDK's helmv3.NewRelease does.
 func NewHelmRelease(ctx *pulumi.Context, name string, args *HelmReleaseArgs, opts ...pulumi.ResourceOption) (*HelmRelease, error) {
 	if args == nil || args.Chart == nil {
 		return nil, errors.New("HelmRelease: Chart is required")
+	}
+	if args.CAFile != nil && args.Repo == nil {
+		return nil, errors.New("HelmRelease: CAFile is the CA of Repo's server and needs Repo")
 	}
 	props := pulumi.Map{
 		"chart": args.Chart,
@@ -60,7 +84,12 @@ func NewHelmRelease(ctx *pulumi.Context, name string, args *HelmReleaseArgs, opt
 		props["version"] = args.Version
 	}
 	if args.Repo != nil {
-		props["repositoryOpts"] = pulumi.Map{"repo": args.Repo}
+		// caFile only when set: an existing stack's releases have none, not an empty one.
+		repositoryOpts := pulumi.Map{"repo": args.Repo}
+		if args.CAFile != nil {
+			repositoryOpts["caFile"] = args.CAFile
+		}
+		props["repositoryOpts"] = repositoryOpts
 	}
 	if args.Values != nil {
 		props["values"] = args.Values

@@ -9,6 +9,8 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/railgrid/railgrid-kcp/config"
 )
 
 // releaseMocks records what the engine receives for each resource and answers a Helm
@@ -108,4 +110,48 @@ func requiredVersion(t *testing.T, module string) string {
 	}
 	t.Fatalf("go.mod does not require %s", module)
 	return ""
+}
+
+// A chart's source becomes the release's chart and repositoryOpts: from an https
+// repository the chart's name, with repo and (only when set) caFile; from an oci:// one
+// the reference <repository>/<name>, with no repositoryOpts at all.
+func TestHelmReleaseTakesItsChartFromASource(t *testing.T) {
+	mocks := &releaseMocks{inputs: map[string]resource.PropertyMap{}, versions: map[string]string{}}
+	sources := map[string]config.ChartSource{
+		"https-with-ca": {Repository: "https://charts.mirror.example.com/jetstack", CAFile: "certs/mirror-ca.pem"},
+		"https":         {Repository: "https://charts.jetstack.io"},
+		"oci":           {Repository: "oci://registry.mirror.example.com/jetstack/"},
+	}
+	err := pulumi.RunErr(func(ctx *pulumi.Context) error {
+		for name, source := range sources {
+			args := &HelmReleaseArgs{}
+			args.setChart("cert-manager", source)
+			if _, err := NewHelmRelease(ctx, name, args); err != nil {
+				return err
+			}
+		}
+		_, err := NewHelmRelease(ctx, "ca-without-repo", &HelmReleaseArgs{Chart: pulumi.String("oci://registry.example.com/c"), CAFile: pulumi.String("ca.pem")})
+		if err == nil || !strings.Contains(err.Error(), "CAFile") {
+			t.Errorf("a CA file without a repository: error %v, want one that names CAFile", err)
+		}
+		return nil
+	}, pulumi.WithMocks("railgrid-kcp", "test", mocks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]resource.PropertyMap{
+		"https-with-ca": resource.NewPropertyMapFromMap(map[string]interface{}{"chart": "cert-manager", "compat": "true",
+			"repositoryOpts": map[string]interface{}{"repo": "https://charts.mirror.example.com/jetstack", "caFile": "certs/mirror-ca.pem"}}),
+		"https": resource.NewPropertyMapFromMap(map[string]interface{}{"chart": "cert-manager", "compat": "true",
+			"repositoryOpts": map[string]interface{}{"repo": "https://charts.jetstack.io"}}),
+		"oci": resource.NewPropertyMapFromMap(map[string]interface{}{"chart": "oci://registry.mirror.example.com/jetstack/cert-manager", "compat": "true"}),
+	}
+	for name, w := range want {
+		if got := mocks.inputs[name]; !got.DeepEquals(w) {
+			t.Errorf("%s:\n got %v\nwant %v", name, got, w)
+		}
+	}
+	if _, declared := mocks.inputs["ca-without-repo"]; declared {
+		t.Error("a release with a CA file and no repository was declared")
+	}
 }

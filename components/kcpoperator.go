@@ -17,9 +17,10 @@ type KcpOperatorArgs struct {
 	// ChartVersion and ImageTag pin the chart and the operator image it runs.
 	ChartVersion string
 	ImageTag     string
-	// ChartRepository is the Helm repository of the chart; ChartPath, when set, is a
-	// local copy of the chart to install instead (tests).
-	ChartRepository   string
+	// ChartSource is where the chart comes from (an https repository with its optional
+	// CA file, or an oci:// one); ChartPath, when set, is a local copy of the chart to
+	// install instead (tests).
+	ChartSource       config.ChartSource
 	ChartPath         string
 	OperatorNamespace *corev1.Namespace
 	KcpNamespace      *corev1.Namespace
@@ -57,7 +58,6 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 	chart := &HelmReleaseArgs{
 		Name:      pulumi.String(naming.OperatorReleaseName),
 		Namespace: args.OperatorNamespace.Metadata.Name().Elem(),
-		Chart:     pulumi.String(config.OperatorChartName),
 		Version:   pulumi.String(args.ChartVersion),
 		Values: pulumi.Map{
 			"image": pulumi.Map{"repository": pulumi.String(config.OperatorImageRepository), "tag": pulumi.String(args.ImageTag)},
@@ -68,7 +68,7 @@ func NewKcpOperator(ctx *pulumi.Context, name string, args *KcpOperatorArgs, opt
 	if args.ChartPath != "" {
 		chart.Chart = pulumi.String(args.ChartPath)
 	} else {
-		chart.Repo = pulumi.String(args.ChartRepository)
+		chart.setChart(config.OperatorChartName, args.ChartSource)
 	}
 	release, err := NewHelmRelease(ctx, name+"-release", chart, pulumi.Parent(o), pulumi.RetainOnDelete(true), args.ReleaseHooks)
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 )
 
 // KindPlatform is what the kind stack adds around kcp: the cluster connection and, unless
-// the config says they are present, cert-manager and Envoy Gateway from their charts.
+// the config says they are present, cert-manager and Envoy Gateway from their charts
+// (upstream, or the mirrors kind.certManagerChart and kind.envoyGatewayChart name).
 type KindPlatform struct {
 	pulumi.ResourceState
 
@@ -55,29 +56,30 @@ func (b kindBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Re
 	releaseOpts := []pulumi.ResourceOption{pulumi.Parent(k), pulumi.Provider(provider), k.helmHooks}
 	v := b.cfg.Versions
 	if !b.cfg.Kind.CertManagerPresent {
-		release, err := NewHelmRelease(ctx, name+"-cert-manager", &HelmReleaseArgs{
+		args := &HelmReleaseArgs{
 			Name:            pulumi.String("cert-manager"),
-			Chart:           pulumi.String("cert-manager"),
 			Version:         pulumi.String(v.CertManager),
-			Repo:            pulumi.String(config.CertManagerChartRepo),
 			Namespace:       pulumi.String(naming.NamespaceCertManager),
 			CreateNamespace: true,
 			// keep: uninstalling cert-manager must not delete every Certificate with its CRDs.
 			Values: pulumi.Map{"crds": pulumi.Map{"enabled": pulumi.Bool(true), "keep": pulumi.Bool(true)}},
-		}, releaseOpts...)
+		}
+		args.setChart(config.CertManagerChartName, b.cfg.Kind.CertManagerChart)
+		release, err := NewHelmRelease(ctx, name+"-cert-manager", args, releaseOpts...)
 		if err != nil {
 			return nil, err
 		}
 		k.certManager = []pulumi.Resource{release}
 	}
 	if !b.cfg.Kind.EnvoyGatewayPresent {
-		release, err := NewHelmRelease(ctx, name+"-envoy-gateway", &HelmReleaseArgs{
+		args := &HelmReleaseArgs{
 			Name:            pulumi.String("envoy-gateway"),
-			Chart:           pulumi.String(config.EnvoyGatewayChart),
 			Version:         pulumi.String(v.EnvoyGateway),
 			Namespace:       pulumi.String(naming.NamespaceEnvoyGateway),
 			CreateNamespace: true,
-		}, releaseOpts...)
+		}
+		args.setChart(config.EnvoyGatewayChartName, b.cfg.Kind.EnvoyGatewayChart)
+		release, err := NewHelmRelease(ctx, name+"-envoy-gateway", args, releaseOpts...)
 		if err != nil {
 			return nil, err
 		}

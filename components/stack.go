@@ -169,7 +169,7 @@ func (st *Stack) declareKcp(b stackBuild, ns stackNamespaces) error {
 	if st.Operator, err = NewKcpOperator(b.ctx, b.name+"-operator", &KcpOperatorArgs{
 		ChartVersion:      cfg.Versions.OperatorChart,
 		ImageTag:          cfg.Versions.OperatorImage,
-		ChartRepository:   cfg.Operator.ChartRepository,
+		ChartSource:       cfg.Operator.ChartSource(),
 		ChartPath:         cfg.Operator.ChartPath,
 		OperatorNamespace: ns.operator,
 		KcpNamespace:      ns.kcp,

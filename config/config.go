@@ -4,6 +4,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	"github.com/railgrid/railgrid-kcp/naming"
@@ -54,10 +55,41 @@ type Versions struct {
 
 // Operator says where the kcp-operator chart comes from.
 type Operator struct {
-	// ChartRepository is the Helm repository of the kcp-operator chart.
+	// ChartRepository is the Helm repository of the kcp-operator chart: https:// or
+	// oci://, as ChartSource.Repository.
 	ChartRepository string `json:"chartRepository"`
+	// ChartCAFile is the CA file of an https ChartRepository, as ChartSource.CAFile.
+	ChartCAFile string `json:"chartCAFile,omitempty"`
 	// ChartPath, when set, installs the chart from a local directory instead (tests).
 	ChartPath string `json:"chartPath,omitempty"`
+}
+
+// ChartSource is where the kcp-operator chart comes from when ChartPath is not set.
+func (o Operator) ChartSource() ChartSource {
+	return ChartSource{Repository: o.ChartRepository, CAFile: o.ChartCAFile}
+}
+
+// ChartSource is where a chart the program installs comes from: the upstream source by
+// default, or a mirror (air-gapped and regulated clusters). The chart's name is fixed by
+// the program; Repository is an https:// Helm repository, which serves the chart by
+// name, or an oci:// registry path, under which the chart is <Repository>/<name>.
+// CAFile is a file of PEM certificates that the https repository's certificate chains
+// to, for a mirror behind a private CA; empty, the system's trust store.
+type ChartSource struct {
+	Repository string `json:"repository"`
+	CAFile     string `json:"caFile,omitempty"`
+}
+
+// OCIScheme starts the Repository of a chart in an OCI registry.
+const OCIScheme = "oci://"
+
+// IsOCI reports whether the chart is in an OCI registry: Helm pulls it by reference
+// (<Repository>/<name>), with no repository index and no repository options.
+func (s ChartSource) IsOCI() bool { return strings.HasPrefix(s.Repository, OCIScheme) }
+
+// OCIReference is the reference of chart name in an OCI Repository.
+func (s ChartSource) OCIReference(name string) string {
+	return strings.TrimSuffix(s.Repository, "/") + "/" + name
 }
 
 // Kcp describes the root shard, the additional shards and the front proxy.
@@ -162,6 +194,10 @@ type Kind struct {
 	// so the stack does not install them.
 	CertManagerPresent  bool `json:"certManagerPresent"`
 	EnvoyGatewayPresent bool `json:"envoyGatewayPresent"`
+	// CertManagerChart and EnvoyGatewayChart are where the stack installs them from
+	// (upstream by default); refused with the matching ...Present flag, which skips them.
+	CertManagerChart  ChartSource `json:"certManagerChart"`
+	EnvoyGatewayChart ChartSource `json:"envoyGatewayChart"`
 	// GatewayNodePort is the NodePort of the Envoy Gateway listener (kind maps it to the host).
 	GatewayNodePort int `json:"gatewayNodePort"`
 	// NodeZones is how many nodes the kind cluster has in distinct zones (distinct

@@ -78,7 +78,11 @@ func withDefaults(platform Platform) *Config {
 	}
 	switch platform {
 	case PlatformKind:
-		c.Kind = &Kind{Context: DefaultKindContext, GatewayNodePort: DefaultKindGatewayNodePort, NodeZones: DefaultKindNodeZones}
+		c.Kind = &Kind{
+			Context: DefaultKindContext, GatewayNodePort: DefaultKindGatewayNodePort, NodeZones: DefaultKindNodeZones,
+			CertManagerChart:  ChartSource{Repository: CertManagerChartRepo},
+			EnvoyGatewayChart: ChartSource{Repository: EnvoyGatewayChartRepo},
+		}
 		c.Network.ServiceCIDR = DefaultKindServiceCIDR
 		c.Kcp.Resources.CPU = DefaultKindKcpCPU
 		c.Etcd.StorageClass = DefaultKindStorageClass

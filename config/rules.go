@@ -64,10 +64,13 @@ var (
 		"must be a pinned release, a full semantic version (vX.Y.Z or a pre-release such as vX.Y.Z-rc.1; the chart without the v, X.Y.Z): not empty, not latest, not a floating tag such as v1.2, no +build suffix")
 	ruleOperatorPair = newRule("operator-pair", "`versions.operatorChart`, `versions.operatorImage`",
 		"a kcp-operator chart and image that are not a known pair: the chart's CRDs must match the operator, so they move together")
-	ruleChartRepository = newRule("chart-repository", "`operator.chartRepository`",
-		"must be an https:// Helm repository URL")
-	ruleChartSource = newRule("chart-source", "`operator.chartRepository`, `operator.chartPath`",
-		"both chartRepository and chartPath set (one would be ignored), or an empty chartPath")
+	ruleChartRepository = newRule("chart-repository", "`operator.chartRepository`, `kind.certManagerChart.repository`, `kind.envoyGatewayChart.repository`",
+		"must start with https:// (a Helm repository) or oci:// (a path in an OCI registry), in lower case, and have a host and no user name or password (credentials do not belong in stack config), query or fragment")
+	ruleChartSource = newRule("chart-source", "`operator.chartRepository`, `operator.chartPath`, `operator.chartCAFile`, `kind.certManagerChart`, `kind.envoyGatewayChart`",
+		"two chart settings of which one would be ignored: both chartRepository and chartPath, chartCAFile with chartPath (a local chart is not downloaded, so it needs no CA), kind.certManagerChart with kind.certManagerPresent true or kind.envoyGatewayChart with kind.envoyGatewayPresent true (the stack does not install that chart); or an empty chartPath")
+	ruleChartCAFile = newRule("chart-ca-file", "`operator.chartCAFile`, `kind.certManagerChart.caFile`, `kind.envoyGatewayChart.caFile`",
+		"must name a readable file, read relative to the directory the program runs in (the project directory under pulumi), of PEM certificates, at least one, each a valid X.509 certificate; "+
+			"refused with an oci:// repository: "+ociCARule)
 
 	// kcp.
 	ruleShardBaseURL = newRule("shard-base-url", "`kcp.*.shardBaseURL`",

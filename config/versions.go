@@ -21,10 +21,14 @@ const (
 	EtcdImageRepository     = "gcr.io/etcd-development/etcd"
 	GcloudImageRepository   = "gcr.io/google.com/cloudsdktool/google-cloud-cli"
 
+	// The charts' names are fixed; where each comes from is configurable (a mirror), with
+	// these upstream sources as the defaults (see ChartSource).
 	OperatorChartName       = "kcp-operator"
 	OperatorChartRepository = "https://kcp-dev.github.io/helm-charts"
+	CertManagerChartName    = "cert-manager"
 	CertManagerChartRepo    = "https://charts.jetstack.io"
-	EnvoyGatewayChart       = "oci://docker.io/envoyproxy/gateway-helm"
+	EnvoyGatewayChartName   = "gateway-helm"
+	EnvoyGatewayChartRepo   = "oci://docker.io/envoyproxy"
 )
 
 // KnownOperatorPairs lists the kcp-operator chart versions this program was checked
