@@ -126,7 +126,7 @@ func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources, opts 
 		t.Logf("%s=1: keeping the cluster, its logs, the workspace and the state in %s", envKeep, base)
 	}
 	root, crds := src.root, src.crds
-	chartDir, err := writeOperatorChart(filepath.Join(base, "chart"), crds, src.thirdparty)
+	chartDir, err := testenv.OperatorChart(filepath.Join(base, "chart"), crds, src.thirdparty)
 	if err != nil {
 		t.Fatalf("generating the kcp-operator chart: %v", err)
 	}

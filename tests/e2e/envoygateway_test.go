@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,8 +52,6 @@ import (
 // inside it (envoygateway_linux_test.go).
 
 const (
-	// envoyGatewayModule is the Go module the control plane and its chart come from.
-	envoyGatewayModule = "github.com/envoyproxy/gateway"
 	// envoyGatewayRelease is the Helm release name the kind stack installs the chart as
 	// (components/platform_kind.go).
 	envoyGatewayRelease = "envoy-gateway"
@@ -122,19 +119,15 @@ func startEnvoyGateway(t *testing.T, ctx context.Context, c *cluster, root, dir 
 		t.Fatal(err)
 	}
 	version := cfg.Versions.EnvoyGateway
-	if built, err := builtModuleVersion(ctx, egBin, envoyGatewayModule); err != nil {
+	if built, err := builtModuleVersion(ctx, egBin, testenv.EnvoyGatewayModule); err != nil {
 		t.Fatal(err)
 	} else if built != version {
-		t.Fatalf("the kind stack installs Envoy Gateway %s (versions.envoyGateway) but %s was built from %s %s", version, egBin, envoyGatewayModule, built)
-	}
-	moduleDir, err := downloadModule(ctx, envoyGatewayModule+"@"+version)
-	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("the kind stack installs Envoy Gateway %s (versions.envoyGateway) but %s was built from %s %s", version, egBin, testenv.EnvoyGatewayModule, built)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	manifests, err := renderEnvoyGatewayChart(ctx, helmBin, filepath.Join(moduleDir, "charts", "gateway-helm"), version, dir)
+	manifests, err := renderEnvoyGatewayChart(ctx, helmBin, version, dir)
 	if err != nil {
 		t.Fatalf("rendering the Envoy Gateway chart: %v", err)
 	}
@@ -263,75 +256,25 @@ func moduleVersionInBuildInfo(buildInfo, module string) (string, error) {
 	return "", fmt.Errorf("not built from module %s:\n%s", module, buildInfo)
 }
 
-// downloadModule returns the directory of module@version in the module cache,
-// downloading it first if needed.
-func downloadModule(ctx context.Context, moduleAtVersion string) (string, error) {
-	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", moduleAtVersion)
-	dl.Env = append(os.Environ(), "GOFLAGS=")
-	dl.Dir = os.TempDir() // outside any module: nothing is written to a go.mod or go.sum
-	out, err := dl.Output()
-	if err != nil {
-		return "", fmt.Errorf("go mod download %s: %v\n%s", moduleAtVersion, err, out)
-	}
-	var info struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: no module directory (%v %s)", moduleAtVersion, err, info.Error)
-	}
-	return info.Dir, nil
-}
-
 // renderEnvoyGatewayChart renders the chart of the module's source as its release
-// process packages it (values.tmpl.yaml with the control plane image of this version,
-// the chart versioned as the release) with `helm template`, as the kind stack's release
-// envoy-gateway in envoy-gateway-system, with the CRDs.
+// process packages it (testenv.EnvoyGatewayChart) with `helm template`, as the kind
+// stack's release envoy-gateway in envoy-gateway-system, with the CRDs.
 //
 // One value differs from the kind stack's install: topologyInjector.enabled=false. The
 // topology injector is an admission webhook on pod bindings, served by the control
 // plane through the chart's Service; the simulated cluster's API server cannot call a
 // process outside it. The chart then also leaves the webhook's RBAC out and tells the
 // control plane (proxyTopologyInjector.disabled) and certgen (--disable-topology-injector).
-func renderEnvoyGatewayChart(ctx context.Context, helm, src, version, dir string) ([]*unstructured.Unstructured, error) {
-	chart := filepath.Join(dir, "chart", "gateway-helm")
-	if err := os.RemoveAll(filepath.Dir(chart)); err != nil {
-		return nil, err
-	}
-	if err := os.CopyFS(chart, os.DirFS(src)); err != nil {
-		return nil, err
-	}
-	tmpl, err := os.ReadFile(filepath.Join(chart, "values.tmpl.yaml"))
+func renderEnvoyGatewayChart(ctx context.Context, helmBin, version, dir string) ([]*unstructured.Unstructured, error) {
+	chart, err := testenv.EnvoyGatewayChart(ctx, version, filepath.Join(dir, "chart"))
 	if err != nil {
 		return nil, err
 	}
-	values := strings.NewReplacer(
-		"${GatewayImage}", "docker.io/envoyproxy/gateway:"+version,
-		"${GatewayImagePullPolicy}", "IfNotPresent",
-	).Replace(string(tmpl))
-	if strings.Contains(values, "${") {
-		return nil, fmt.Errorf("%s has a placeholder the test does not fill", filepath.Join(src, "values.tmpl.yaml"))
-	}
-	if err := os.WriteFile(filepath.Join(chart, "values.yaml"), []byte(values), 0o600); err != nil {
-		return nil, err
-	}
-	meta, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	versioned := strings.NewReplacer("version: v0.0.0-latest", "version: "+version, `appVersion: "latest"`, `appVersion: "`+version+`"`).Replace(string(meta))
-	if versioned == string(meta) {
-		return nil, fmt.Errorf("%s: no version placeholder to set", filepath.Join(src, "Chart.yaml"))
-	}
-	if err := os.WriteFile(filepath.Join(chart, "Chart.yaml"), []byte(versioned), 0o600); err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, helm, "template", envoyGatewayRelease, chart,
+	helm := testenv.Helm{Bin: helmBin, Home: filepath.Join(dir, "helm")}
+	out, err := helm.Run(ctx, "template", envoyGatewayRelease, chart,
 		"--namespace", naming.NamespaceEnvoyGateway, "--include-crds", "--set", "topologyInjector.enabled=false")
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(dir, "helm", "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(dir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(dir, "helm", "data"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("helm template: %v\n%s", err, stderr.String())
+		return nil, err
 	}
 	dec := yamlutil.NewYAMLOrJSONDecoder(bytes.NewReader(out), 64<<10)
 	var docs []*unstructured.Unstructured

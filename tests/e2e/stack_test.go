@@ -123,7 +123,7 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 var overlayKeys = []string{
 	// The test installs cert-manager's and Envoy Gateway's parts itself.
 	"kind.certManagerPresent", "kind.envoyGatewayPresent",
-	// The kcp-operator chart, generated from the upstream source (chart_test.go).
+	// The kcp-operator chart, generated from the upstream source (testenv.OperatorChart).
 	"operator.chartPath",
 }
 

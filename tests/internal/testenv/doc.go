@@ -3,7 +3,10 @@
 // run as processes in their own process groups with their logs (StartProcess,
 // LaunchProcess, WaitFor), the lookup of the executables (Executables), the repository
 // root and the ../shared directories next to it (RepoRoot, CRDsDir, ThirdpartyDir), the
-// skip rules (SkipIfShortOrDisabled) and the upstream CRDs (LoadCRDs, WaitEstablished).
+// skip rules (SkipIfShortOrDisabled), the upstream CRDs (LoadCRDs, WaitEstablished), and
+// the add-ons' charts built from their upstream sources (CertManagerChart,
+// EnvoyGatewayChart, OperatorChart) with the chart mirrors that serve them over https on
+// loopback (ServeChartRepository, ServeChartRegistry; the Helm CLI through Helm).
 //
 // tests/conformance and tests/e2e each had their own copy of all this, and the copies
 // had drifted; one package keeps them the same. It is a normal package so that test

@@ -1,4 +1,4 @@
-package e2e
+package testenv
 
 import (
 	"bytes"
@@ -12,13 +12,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // helmFileLimit is the size above which Helm refuses a chart file (5 MiB).
 const helmFileLimit = 5 << 20
 
-// writeOperatorChart generates, in dir, the kcp-operator chart the stack installs, made
+// OperatorChart generates, in dir, the kcp-operator chart the stack installs, made
 // from the real chart templates in <thirdparty>/kcp-operator-chart (0.7.7, the newest
 // available offline) brought to the pinned 0.7.10:
 //   - Chart.yaml: version 0.7.10, appVersion v0.10.0;
@@ -31,7 +30,7 @@ const helmFileLimit = 5 << 20
 //   - every other template (ServiceAccount, RBAC bindings, Deployment, Service) as is.
 //
 // It returns the chart directory.
-func writeOperatorChart(dir, crdsDir, thirdparty string) (string, error) {
+func OperatorChart(dir, crdsDir, thirdparty string) (string, error) {
 	src := filepath.Join(thirdparty, "kcp-operator-chart")
 	chart := filepath.Join(dir, config.OperatorChartName)
 	if err := os.MkdirAll(filepath.Join(chart, "templates"), 0o700); err != nil {
@@ -39,7 +38,7 @@ func writeOperatorChart(dir, crdsDir, thirdparty string) (string, error) {
 	}
 	chartYAML, err := os.ReadFile(filepath.Join(src, "Chart.yaml"))
 	if err != nil {
-		return "", fmt.Errorf("the upstream chart (set %s): %w", testenv.EnvThirdpartyDir, err)
+		return "", fmt.Errorf("the upstream chart (set %s): %w", EnvThirdpartyDir, err)
 	}
 	chartYAML, err = setChartField(chartYAML, "version", config.DefaultOperatorChartVersion)
 	if err != nil {
@@ -168,7 +167,7 @@ func withoutDescriptions(crd []byte) ([]byte, error) {
 func operatorRoleRules(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("the operator's RBAC (set %s): %w", testenv.EnvThirdpartyDir, err)
+		return nil, fmt.Errorf("the operator's RBAC (set %s): %w", EnvThirdpartyDir, err)
 	}
 	var role struct {
 		Kind  string           `yaml:"kind"`
