@@ -45,12 +45,13 @@
 #               its version is the pulumi SDK it requires plus a hash of that source
 #   kcp-operator  kcp-operator, built from the kcp-operator source kept in
 #               ../shared/thirdparty (never copied here)
-#   cert-manager  cert-manager's controller, from ../shared/thirdparty the same way
+#   cert-manager  cert-manager's controller, webhook, cainjector and startupapicheck, from
+#               ../shared/thirdparty the same way
 #   envoy-gateway envoy-gateway control plane, Envoy Gateway's module at an exact version
 #               kwok, kcp-operator, cert-manager and envoy-gateway are one build of
 #               tools/controllers: one module graph, so the Kubernetes libraries, the
-#               controller-runtime and gRPC they all use compile once, not four times.
-#               Building any of the four builds all of them into one cache directory.
+#               controller-runtime and gRPC they all use compile once, not once per tool.
+#               Building any of the four groups builds all of them into one cache directory.
 #   kcp         kcp and kcp-front-proxy, the servers behind the kcp-operator's pods, built
 #               from the kcp source in ../shared/thirdparty/kcp (read-only, -mod=readonly);
 #               its version is the source's `git describe` pin plus a hash of that source.
@@ -97,8 +98,12 @@ KCP_OPERATOR_VERSION=406169b
 # v0.32.0-162 (its README); the source has no version file, so the pin lives here.
 KCP_VERSION=v0.32.0-162-gdac74f5
 # The upstream folders tools/controllers builds from (its go.mod's replace lines).
-CONTROLLERS_THIRDPARTY=(cert-manager-controller kcp-apimachinery kcp-client-go kcp-operator
-  kcp-sdk logicalcluster multicluster-runtime reconciler)
+CONTROLLERS_THIRDPARTY=(cert-manager-cainjector cert-manager-controller cert-manager-startupapicheck
+  cert-manager-webhook kcp-apimachinery kcp-client-go kcp-operator kcp-sdk logicalcluster
+  multicluster-runtime reconciler)
+# cert-manager's binaries, as tools/controllers builds them (their modules end in
+# -binary) and as the tests name them.
+CERT_MANAGER_BINS=(controller webhook cainjector startupapicheck)
 # Version the Kubernetes provider reports to the Pulumi engine; matches the
 # github.com/pulumi/pulumi-kubernetes/sdk/v4 version the program uses.
 PROVIDER_SERVE_VERSION=4.32.0
@@ -179,7 +184,7 @@ group_info() {
       # The operator's pin; the tag hashes the module graph and the upstream sources, so
       # that a changed go.sum or source tree gets a cache directory of its own.
       VERSION=$KCP_OPERATOR_VERSION; TAG=$(controllers_hash)
-      BINS=(kwok kcp-operator cert-manager-controller envoy-gateway) ;;
+      BINS=(kwok kcp-operator "${CERT_MANAGER_BINS[@]/#/cert-manager-}" envoy-gateway) ;;
     pulumi)
       NAME=pulumi; VERSION=$(modver "$TOOLS/pulumi" github.com/pulumi/pulumi/pkg/v3); TAG=$(modhash "$TOOLS/pulumi")
       BINS=(pulumi) ;;
@@ -293,7 +298,7 @@ build_helm() {
     -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$VERSION" -o "$1/helm" helm.sh/helm/v3/cmd/helm)
 }
 
-# The four controllers in one go build of tools/controllers, copied to a scratch directory
+# The controllers in one go build of tools/controllers, copied to a scratch directory
 # whose replace lines point at $THIRDPARTY, so the read-only upstream copies are never
 # written and RAILGRID_THIRDPARTY_DIR can name another copy.
 build_controllers() {
@@ -312,12 +317,17 @@ build_controllers() {
   done < <(awk -v p=../../../shared/thirdparty/ '$2 == "=>" && index($3, p) == 1 { print $1, substr($3, length(p) + 1) }' "$scratch/go.mod")
   ((${#edits[@]} == ${#CONTROLLERS_THIRDPARTY[@]} + 1)) || die "tools/controllers/go.mod: expected $((${#CONTROLLERS_THIRDPARTY[@]} + 1)) replace lines into ../../../shared/thirdparty, found ${#edits[@]}"
   (cd "$scratch" && go mod edit "${edits[@]}")
-  (cd "$scratch" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$out/" \
-    github.com/cert-manager/cert-manager/controller-binary \
+  local b certManager=() ld="-s -w"
+  for b in "${CERT_MANAGER_BINS[@]}"; do certManager+=("github.com/cert-manager/cert-manager/$b-binary"); done
+  # cert-manager's binaries log and send (User-Agent) the version its release stamps
+  # (make/00_mod.mk), not "canary".
+  ld+=" -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$(modver "$TOOLS/controllers" github.com/cert-manager/cert-manager)"
+  (cd "$scratch" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "$ld" -o "$out/" \
+    "${certManager[@]}" \
     github.com/envoyproxy/gateway/cmd/envoy-gateway \
     github.com/kcp-dev/kcp-operator/cmd/operator \
     sigs.k8s.io/kwok/cmd/kwok)
-  mv "$out/controller-binary" "$out/cert-manager-controller"
+  for b in "${CERT_MANAGER_BINS[@]}"; do mv "$out/$b-binary" "$out/cert-manager-$b"; done
   mv "$out/operator" "$out/kcp-operator"
   rm -rf "$scratch"
 }
@@ -479,7 +489,9 @@ check_group() {
       fake-gcs-server) out=$("$dir/$b" -help 2>&1 | head -n 1 || true) ;;
       pulumi) out=$(PULUMI_SKIP_UPDATE_CHECK=true "$dir/$b" version) ;;
       pulumi-language-go) out=$("$dir/$b" -version) ;;
-      kcp-operator|cert-manager-controller) out=$("$dir/$b" --help 2>&1 || true) ;;
+      kcp-operator) out=$("$dir/$b" --help 2>&1 || true) ;;
+      # No version flag; their help starts with an empty line.
+      cert-manager-*) out=$("$dir/$b" --help 2>&1 | grep -m1 . || true) ;;
       kcp|kcp-front-proxy) out=$("$dir/$b" --version 2>&1 || true) ;;
       envoy-gateway) out=$("$dir/$b" version) ;;
       helm) out=$("$dir/$b" version --short) ;;

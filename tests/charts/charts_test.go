@@ -2,7 +2,8 @@
 // testenv.ServeChartRegistry) with the real Helm CLI: each of the three charts the kind
 // stack installs, built from its upstream source at the version the program pins, is
 // pulled through its mirror as the stack's Helm release would pull it, trusting the
-// test's CA, and no pull gets through without it.
+// test's CA, and no pull gets through without it. The images built here for the
+// add-ons' pods must carry the names those charts render (images_test.go).
 //
 // It runs the Helm CLI (hack/build-tools.sh helm) and reads ../shared/thirdparty and
 // ../shared/reference/crds (the kcp-operator chart) and the Go module cache (the

@@ -3,7 +3,10 @@ module github.com/railgrid/railgrid-kcp/tools/controllers
 go 1.26.6
 
 tool (
+	github.com/cert-manager/cert-manager/cainjector-binary
 	github.com/cert-manager/cert-manager/controller-binary
+	github.com/cert-manager/cert-manager/startupapicheck-binary
+	github.com/cert-manager/cert-manager/webhook-binary
 	github.com/envoyproxy/gateway/cmd/envoy-gateway
 	github.com/kcp-dev/kcp-operator/cmd/operator
 	sigs.k8s.io/kwok/cmd/kwok
@@ -20,6 +23,7 @@ require (
 	github.com/Azure/azure-sdk-for-go/sdk/internal v1.11.2 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/dns/armdns v1.2.0 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/privatedns/armprivatedns v1.3.0 // indirect
+	github.com/Azure/go-ansiterm v0.0.0-20250102033503-faa5f7b0171c // indirect
 	github.com/Azure/go-ntlmssp v0.0.0-20221128193559-754e69321358 // indirect
 	github.com/AzureAD/microsoft-authentication-library-for-go v1.6.0 // indirect
 	github.com/Khan/genqlient v0.8.1 // indirect
@@ -54,7 +58,10 @@ require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cert-manager/cert-manager v1.20.2 // indirect
+	github.com/cert-manager/cert-manager/cainjector-binary v0.0.0 // indirect
 	github.com/cert-manager/cert-manager/controller-binary v0.0.0 // indirect
+	github.com/cert-manager/cert-manager/startupapicheck-binary v0.0.0 // indirect
+	github.com/cert-manager/cert-manager/webhook-binary v0.0.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2 // indirect
 	github.com/containers/image/v5 v5.36.2 // indirect
@@ -117,6 +124,7 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
 	github.com/golang/snappy v0.0.4 // indirect
+	github.com/google/btree v1.1.3 // indirect
 	github.com/google/cel-go v0.30.0 // indirect
 	github.com/google/certificate-transparency-go v1.3.1 // indirect
 	github.com/google/gnostic-models v0.7.1 // indirect
@@ -156,6 +164,7 @@ require (
 	github.com/kelseyhightower/envconfig v1.4.0 // indirect
 	github.com/klauspost/compress v1.19.1 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/liggitt/tabwriter v0.0.0-20181228230101-89fcab3d43de // indirect
 	github.com/lufia/plan9stats v0.0.0-20260627054121-477a66015f15 // indirect
 	github.com/lyft/gostats v0.4.14 // indirect
 	github.com/miekg/dns v1.1.72 // indirect
@@ -164,6 +173,7 @@ require (
 	github.com/mitchellh/mapstructure v1.5.0 // indirect
 	github.com/mitchellh/reflectwalk v1.0.2 // indirect
 	github.com/moby/spdystream v0.5.1 // indirect
+	github.com/moby/term v0.5.2 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00 // indirect
@@ -175,6 +185,7 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/pavlo-v-chernykh/keystore-go/v4 v4.5.0 // indirect
+	github.com/peterbourgon/diskv v2.0.1+incompatible // indirect
 	github.com/pierrec/lz4 v2.6.1+incompatible // indirect
 	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
 	github.com/pkg/errors v0.9.1 // indirect
@@ -267,12 +278,14 @@ require (
 	k8s.io/apiextensions-apiserver v0.36.3 // indirect
 	k8s.io/apimachinery v0.36.3 // indirect
 	k8s.io/apiserver v0.36.3 // indirect
+	k8s.io/cli-runtime v0.36.3 // indirect
 	k8s.io/client-go v0.36.3 // indirect
 	k8s.io/component-base v0.36.3 // indirect
 	k8s.io/cri-api v0.36.1 // indirect
 	k8s.io/cri-client v0.36.1 // indirect
 	k8s.io/cri-streaming v0.36.1 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
+	k8s.io/kube-aggregator v0.36.3 // indirect
 	k8s.io/kube-openapi v0.0.0-20260706235625-cdb1db5517a0 // indirect
 	k8s.io/streaming v0.36.3 // indirect
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3 // indirect
@@ -293,7 +306,10 @@ require (
 )
 
 replace (
+	github.com/cert-manager/cert-manager/cainjector-binary => ../../../shared/thirdparty/cert-manager-cainjector
 	github.com/cert-manager/cert-manager/controller-binary => ../../../shared/thirdparty/cert-manager-controller
+	github.com/cert-manager/cert-manager/startupapicheck-binary => ../../../shared/thirdparty/cert-manager-startupapicheck
+	github.com/cert-manager/cert-manager/webhook-binary => ../../../shared/thirdparty/cert-manager-webhook
 	github.com/kcp-dev/apimachinery/v2 => ../../../shared/thirdparty/kcp-apimachinery
 	github.com/kcp-dev/client-go => ../../../shared/thirdparty/kcp-client-go
 	github.com/kcp-dev/kcp-operator => ../../../shared/thirdparty/kcp-operator

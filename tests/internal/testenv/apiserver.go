@@ -47,6 +47,11 @@ type APIServerOptions struct {
 	// (scheduler.alpha.kubernetes.io/node-selector): how a test places pods on a real or
 	// a simulated node without changing what the program declares.
 	DefaultNodeSelector string
+	// MutatingAdmissionPolicies, when set, serves admissionregistration.k8s.io/v1beta1
+	// and turns on the MutatingAdmissionPolicy feature (beta and off by default in
+	// Kubernetes 1.34), whose admission plugin is one of the default ones: how a test
+	// changes what pods ask for without changing the program (InstallEnvoyProxyPlacement).
+	MutatingAdmissionPolicies bool
 }
 
 // APIServer is an etcd and a kube-apiserver serving on loopback, stopped when the test
@@ -147,14 +152,18 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 		"--service-cluster-ip-range=" + opts.ServiceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
-		// client-go v0.36 (kwok's, for one) asks for streamed lists over watches, which
-		// the API server can serve only from an etcd that answers progress requests
-		// (Debian's 3.4.23 does not): every such watch fails and the client would see
-		// changes only at its backed-off relists, tens of seconds late. Without the
-		// feature the server refuses the streamed list up front and clients list and
-		// watch as before.
-		"--feature-gates=WatchList=false",
 	}
+	// client-go v0.36 (kwok's, for one) asks for streamed lists over watches, which the
+	// API server can serve only from an etcd that answers progress requests (Debian's
+	// 3.4.23 does not): every such watch fails and the client would see changes only at
+	// its backed-off relists, tens of seconds late. Without the feature the server
+	// refuses the streamed list up front and clients list and watch as before.
+	features := "WatchList=false"
+	if opts.MutatingAdmissionPolicies {
+		features += ",MutatingAdmissionPolicy=true"
+		args = append(args, "--runtime-config=admissionregistration.k8s.io/v1beta1=true")
+	}
+	args = append(args, "--feature-gates="+features)
 	if bind == Loopback {
 		// No kubelet or network: the kubernetes Endpoints would name a loopback address.
 		args = append(args, "--endpoint-reconciler-type=none")

@@ -183,7 +183,7 @@ func EnvoyGatewayChart(ctx context.Context, version, dir string) (string, error)
 		return "", err
 	}
 	values := strings.NewReplacer(
-		"${GatewayImage}", "docker.io/envoyproxy/gateway:"+version,
+		"${GatewayImage}", EnvoyGatewayImageRef(version),
 		"${GatewayImagePullPolicy}", "IfNotPresent",
 	).Replace(string(tmpl))
 	if strings.Contains(values, "${") {

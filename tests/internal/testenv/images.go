@@ -19,15 +19,21 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// ImageFile is one file of an image built here: a binary built from source, copied in.
+// ImageFile is one file of an image built here: a binary built from source, copied in,
+// or a directory the image's build makes.
 type ImageFile struct {
 	// Path is where the file sits in the image (absolute).
 	Path string
 	// Source is the file on this machine to copy; Symlink, if set instead, is the
-	// target of a symbolic link.
+	// target of a symbolic link; Dir, if set instead, makes Path a directory.
 	Source, Symlink string
-	// Mode is the file's permission bits (0o755 when zero).
+	Dir             bool
+	// Mode is the file's permission bits (0o755 when zero), with the sticky bit (0o1000)
+	// where a directory has it.
 	Mode int64
+	// UID and GID own the file (root when zero), as a base image's home directory is
+	// owned by its user.
+	UID, GID int
 }
 
 // Image is a container image the real node runs, built from files of this machine
@@ -47,8 +53,8 @@ type Image struct {
 }
 
 // WriteImage writes img as a tarball (docker save's format) at out, with
-// go-containerregistry: one layer with the files and the directories above them, owned
-// by root, and a linux/amd64 configuration.
+// go-containerregistry: one layer with the files and the directories above them (those
+// not listed owned by root, 0o755), and a linux/amd64 configuration.
 func WriteImage(img Image, out string) error {
 	ref, err := name.ParseReference(img.Ref)
 	if err != nil {
@@ -116,7 +122,7 @@ func layerOf(files []ImageFile) ([]byte, error) {
 			}
 		}
 		if f.Symlink != "" {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: f.Path[1:], Linkname: f.Symlink, Mode: 0o777, ModTime: epoch}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: f.Path[1:], Linkname: f.Symlink, Mode: 0o777, Uid: f.UID, Gid: f.GID, ModTime: epoch}); err != nil {
 				return nil, err
 			}
 			continue
@@ -125,11 +131,22 @@ func layerOf(files []ImageFile) ([]byte, error) {
 		if mode == 0 {
 			mode = 0o755
 		}
+		if f.Dir {
+			// Sorted, a listed directory comes before what is in it.
+			if dirs[f.Path] {
+				return nil, fmt.Errorf("%s: directory listed twice", f.Path)
+			}
+			dirs[f.Path] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: f.Path[1:] + "/", Mode: mode, Uid: f.UID, Gid: f.GID, ModTime: epoch}); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		data, err := os.ReadFile(f.Source)
 		if err != nil {
 			return nil, err
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path[1:], Mode: mode, Size: int64(len(data)), ModTime: epoch}); err != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path[1:], Mode: mode, Uid: f.UID, Gid: f.GID, Size: int64(len(data)), ModTime: epoch}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(data); err != nil {

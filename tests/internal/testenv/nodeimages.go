@@ -96,3 +96,91 @@ func EtcdImageBinaries(t *testing.T, e *Executables) [3]string {
 	}
 	return bins
 }
+
+// The add-ons' images as their charts name them by default: cert-manager's values.yaml
+// (imageRegistry quay.io, imageNamespace jetstack, <component>.image.name
+// cert-manager-<component>, the tag the chart's appVersion, which cert-manager's release
+// sets to the release's tag) and Envoy Gateway's values.tmpl.yaml as its release fills it
+// in (tools/make/helm.mk: GatewayImage=$(IMAGE):$(TAG), IMAGE docker.io/envoyproxy/gateway).
+const (
+	CertManagerImageRepositoryPrefix = "quay.io/jetstack/cert-manager-"
+	EnvoyGatewayImageRepository      = "docker.io/envoyproxy/gateway"
+)
+
+// CertManagerComponent is one of cert-manager's binaries, each with its image.
+type CertManagerComponent string
+
+// The components whose pods cert-manager's chart runs by default: three Deployments and
+// the startupapicheck Job (a post-install hook).
+const (
+	CertManagerController      CertManagerComponent = "controller"
+	CertManagerWebhook         CertManagerComponent = "webhook"
+	CertManagerCAInjector      CertManagerComponent = "cainjector"
+	CertManagerStartupAPICheck CertManagerComponent = "startupapicheck"
+)
+
+// CertManagerComponents are the components in the order the chart lists them.
+var CertManagerComponents = []CertManagerComponent{CertManagerController, CertManagerWebhook, CertManagerCAInjector, CertManagerStartupAPICheck}
+
+// Binary is the component's executable as hack/build-tools.sh names it, for example
+// cert-manager-webhook.
+func (c CertManagerComponent) Binary() string { return "cert-manager-" + string(c) }
+
+// CertManagerImageRef is the component's image as cert-manager's chart at version names
+// it by default, for example quay.io/jetstack/cert-manager-webhook:v1.20.2.
+func CertManagerImageRef(c CertManagerComponent, version string) string {
+	return CertManagerImageRepositoryPrefix + string(c) + ":" + version
+}
+
+// EnvoyGatewayImageRef is Envoy Gateway's control-plane image as its chart at version
+// names it by default, for example docker.io/envoyproxy/gateway:v1.9.0.
+func EnvoyGatewayImageRef(version string) string { return EnvoyGatewayImageRepository + ":" + version }
+
+// distrolessNonroot puts img on what the upstream images inherit from distroless's
+// nonroot bases (static-debian12:nonroot for cert-manager, base-nossl:nonroot for Envoy
+// Gateway; static/static.bzl in GoogleContainerTools/distroless): the user 65532, its home
+// /home/nonroot (0700, its own) as the working directory, /tmp (1777) and the base's
+// PATH. The base's CA certificates, time zones and /etc/passwd are left out: nothing
+// these pods do here reads them.
+func distrolessNonroot(img Image) Image {
+	const nonroot = 65532
+	img.Files = append(img.Files,
+		ImageFile{Path: "/home/nonroot", Dir: true, Mode: 0o700, UID: nonroot, GID: nonroot},
+		ImageFile{Path: "/tmp", Dir: true, Mode: 0o1777},
+	)
+	if img.User == "" {
+		img.User = "65532"
+	}
+	img.WorkingDir = "/home/nonroot"
+	img.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, img.Env...)
+	return img
+}
+
+// CertManagerImage is the component's image at version as cert-manager's release builds it
+// (hack/containers/Containerfile.<component>, on distroless static-debian12:nonroot): the
+// binary at /app/cmd/<component>/<component> (startupapicheck's at /startupapicheck), its
+// entrypoint, run as the base's user 65532. binary is the executable built here
+// (hack/build-tools.sh cert-manager, named c.Binary()).
+func CertManagerImage(c CertManagerComponent, version, binary string) Image {
+	path := "/app/cmd/" + string(c) + "/" + string(c)
+	if c == CertManagerStartupAPICheck {
+		path = "/startupapicheck"
+	}
+	return distrolessNonroot(Image{Ref: CertManagerImageRef(c, version),
+		Files: []ImageFile{{Path: path, Source: binary}}, Entrypoint: []string{path}})
+}
+
+// EnvoyGatewayImage is Envoy Gateway's control-plane image at version as its Dockerfile
+// lays it out (tools/docker/envoy-gateway/Dockerfile, on distroless base-nossl:nonroot):
+// the binary at /usr/local/bin/envoy-gateway, its entrypoint, the data directory
+// /var/lib/eg writable by all (0777), run as 65532:65532. binary is the envoy-gateway
+// executable built here (hack/build-tools.sh envoy-gateway).
+func EnvoyGatewayImage(version, binary string) Image {
+	const path = "/usr/local/bin/envoy-gateway"
+	return distrolessNonroot(Image{
+		Ref:        EnvoyGatewayImageRef(version),
+		Files:      []ImageFile{{Path: path, Source: binary}, {Path: "/var/lib/eg", Dir: true, Mode: 0o777}},
+		Entrypoint: []string{path},
+		User:       "65532:65532",
+	})
+}
