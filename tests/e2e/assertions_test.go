@@ -164,7 +164,8 @@ func checkNoPlaintext(t *testing.T, ctx context.Context, e *env, mints []credent
 		t.Fatalf("the leak search does not find the certificate's serial in the hub Secret's own data; it proves nothing")
 	}
 	leaked := false
-	if leaks := leakSearch(d.raw, needles...); len(leaks) > 0 {
+	search := newLeakSearcher(needles...)
+	if leaks := search.search(d.raw); len(leaks) > 0 {
 		leaked = true
 		t.Errorf("pulumi stack export holds the hub credential in plaintext:%s", indent(leaks))
 	}
@@ -173,7 +174,7 @@ func checkNoPlaintext(t *testing.T, ctx context.Context, e *env, mints []credent
 		t.Fatal(err)
 	}
 	for name, data := range files {
-		if leaks := leakSearch(data, needles...); len(leaks) > 0 {
+		if leaks := search.search(data); len(leaks) > 0 {
 			leaked = true
 			t.Errorf("the backend's %s holds the hub credential in plaintext:%s", name, indent(leaks))
 		}

@@ -328,16 +328,39 @@ func sameKeys(a, b map[string]any) bool { return reflect.DeepEqual(keysOf(a), ke
 // Secret's data is base64 of a kubeconfig, whose certificate data is base64 of PEM,
 // whose body is base64 of the DER certificate that carries the marker).
 func leakSearch(doc []byte, needles ...string) []string {
+	return newLeakSearcher(needles...).search(doc)
+}
+
+// leakSearcher is leakSearch for many documents with the same needles: a string that
+// recurs (the backend keeps many copies of one state) is decoded and searched once.
+type leakSearcher struct {
+	needles []string
+	found   map[string][]string // string -> the needles in it
+}
+
+func newLeakSearcher(needles ...string) *leakSearcher {
+	return &leakSearcher{needles: needles, found: map[string][]string{}}
+}
+
+func (l *leakSearcher) search(doc []byte) []string {
 	var found []string
 	var root any
 	if err := json.Unmarshal(doc, &root); err != nil {
 		root = string(doc)
 	}
 	walkStrings(root, "", func(path, s string) {
-		for _, n := range needles {
-			if deepContains([]byte(s), []byte(n), 5) {
-				found = append(found, fmt.Sprintf("%q found under %s", n, path))
+		in, seen := l.found[s]
+		if !seen {
+			layers := decodedLayers([]byte(s), 5, nil)
+			for _, n := range l.needles {
+				if layersContain(layers, []byte(n)) {
+					in = append(in, n)
+				}
 			}
+			l.found[s] = in
+		}
+		for _, n := range in {
+			found = append(found, fmt.Sprintf("%q found under %s", n, path))
 		}
 	})
 	return found
@@ -360,19 +383,18 @@ func walkStrings(v any, path string, fn func(path, s string)) {
 
 var base64Run = regexp.MustCompile(`[A-Za-z0-9+/]{16,}={0,2}`)
 
-// deepContains reports whether needle is in data, or in anything base64- or
-// PEM-decoded from it, down to depth levels.
+// deepContains reports whether needle is in data as is, base64-encoded, or in what
+// decoding PEM blocks and base64 runs of data yields, depth levels deep.
 func deepContains(data, needle []byte, depth int) bool {
-	if bytes.Contains(data, needle) {
-		return true
-	}
-	for _, enc := range base64Forms(needle) {
-		if bytes.Contains(data, enc) {
-			return true
-		}
-	}
+	return layersContain(decodedLayers(data, depth, nil), needle)
+}
+
+// decodedLayers appends data and everything decoding it yields, depth levels deep: the
+// bodies of its PEM blocks and its base64 runs, each decoded again.
+func decodedLayers(data []byte, depth int, out [][]byte) [][]byte {
+	out = append(out, data)
 	if depth == 0 {
-		return false
+		return out
 	}
 	rest := data
 	for {
@@ -380,14 +402,25 @@ func deepContains(data, needle []byte, depth int) bool {
 		if block == nil {
 			break
 		}
-		if deepContains(block.Bytes, needle, depth-1) {
-			return true
-		}
+		out = decodedLayers(block.Bytes, depth-1, out)
 		rest = r
 	}
 	for _, run := range base64Run.FindAll(data, -1) {
-		if decoded, ok := decodeBase64(run); ok && deepContains(decoded, needle, depth-1) {
-			return true
+		if decoded, ok := decodeBase64(run); ok {
+			out = decodedLayers(decoded, depth-1, out)
+		}
+	}
+	return out
+}
+
+// layersContain reports whether needle, as is or base64-encoded, is in any layer.
+func layersContain(layers [][]byte, needle []byte) bool {
+	forms := append([][]byte{needle}, base64Forms(needle)...)
+	for _, layer := range layers {
+		for _, f := range forms {
+			if bytes.Contains(layer, f) {
+				return true
+			}
 		}
 	}
 	return false

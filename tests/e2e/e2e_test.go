@@ -35,10 +35,11 @@ const (
 var kcpKinds = []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"}
 
 // TestKindStackEndToEnd runs the kind stack under the real Pulumi engine and Kubernetes
-// provider against container-less clusters: its whole lifecycle on one cluster (preview,
-// up, the cluster against the offline plan, the hub Secret and the state, no changes on a
-// second run, a kcp version bump, a re-mint, day two, destroy), then, each on a fresh
-// cluster of its own, an interrupted `up` and a chain of killed ups, each run again.
+// provider on clusters with a real node: its whole lifecycle on one cluster (preview, up,
+// the cluster against the offline plan, the hub Secret and the state, no changes on a
+// second run, a kcp version bump, a re-mint, day two, destroy, and an up after destroy
+// interrupted with Ctrl-C and run again), then, on a fresh cluster of its own, a chain of
+// killed ups, each run again.
 func TestKindStackEndToEnd(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "the e2e test starts a control plane and the Pulumi CLI")
 	if os.Geteuid() != 0 {
@@ -67,10 +68,8 @@ func TestKindStackEndToEnd(t *testing.T) {
 	t.Logf("binaries: %s, %s, %s, %s, %s, %s, %s, %s, %s", bins.kubeAPIServer, bins.kubeControllerManager, bins.kubeScheduler,
 		bins.etcd, bins.kwok, bins.pulumi, bins.provider, bins.kcpOperator, bins.certManager)
 
-	// One after the other, not in parallel: run side by side on 2 cores, the kill points
-	// of killed-up landed late (kill 2 after the Kubeconfig had finished).
+	// One after the other: a machine has one real node.
 	t.Run("lifecycle", func(t *testing.T) { lifecycle(t, ctx, bins, src) })
-	t.Run("interrupted-up", func(t *testing.T) { interruptedUp(t, ctx, bins, src) })
 	t.Run("killed-up", func(t *testing.T) { killedUp(t, ctx, bins, src) })
 	t.Logf("e2e finished in %s", time.Since(started).Round(time.Second))
 }
@@ -266,6 +265,10 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		return // nothing else can be checked without a converged stack
 	}
 
+	// The gke plan's kcp objects go beside the kind stack's now, so the operator writes
+	// their Deployments while the next steps run; step 5b checks them.
+	removeGKEPlan := applyGKEPlanKcpObjects(t, ctx, e.c, root)
+
 	// 2a. Every pod of etcd, kcp-system and the operator, and CoreDNS, runs on the real
 	// node, Ready through its real probe, with no flag error in kcp's logs and at most one
 	// restart, reported with its reason (node_test.go).
@@ -273,12 +276,6 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 
 	// 2b. Envoy Gateway accepted and programmed the kind edge.
 	t.Run("2b-envoy-gateway-programs-the-edge", func(t *testing.T) { checkEdgeProgrammed(t, ctx, e) })
-
-	// 2c. The real kcp binaries accept the command line the operator wrote into every kcp
-	// Deployment, and the gke plan's (kcpflags_test.go).
-	t.Run("2c-kcp-accepts-the-operators-command-lines", func(t *testing.T) {
-		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, naming.NamespaceKcp, len(wantKcpServers))
-	})
 
 	// 3. The cluster holds what the offline plan shows.
 	t.Run("3-cluster-matches-offline-plan", func(t *testing.T) {
@@ -322,9 +319,6 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// ingress checks as skipped.
 	t.Run("3b-cmd-verify", func(t *testing.T) { runVerify(t, ctx, e, root) })
 	t.Run("3c-coredns-reads-our-corefile", func(t *testing.T) { checkCoreDNSReadsOurCorefile(t, ctx, e, p, true) })
-	// 3d. The gke plan's kcp objects, applied beside the kind stack's, give command lines
-	// that the real kcp binaries accept too.
-	t.Run("3d-kcp-accepts-the-gke-plans-command-lines", func(t *testing.T) { checkGKEPlanKcpArgs(t, ctx, e.c, bins, root) })
 
 	// 4. The hub Secret holds the kubeconfig the operator wrote from cert-manager's
 	// certificate; the state holds no plaintext of it.
@@ -383,6 +377,10 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		t.Logf("second (no-op) up: %s in %s", changeCounts(summaryOf(ures.Summary)), time.Since(start).Round(time.Second))
 	})
 
+	// 5b. The gke plan's kcp objects, applied beside the kind stack's after the first up,
+	// give command lines that the real kcp binaries accept too.
+	t.Run("5b-kcp-accepts-the-gke-plans-command-lines", func(t *testing.T) { checkGKEPlanKcpArgs(t, ctx, e.c, bins, removeGKEPlan) })
+
 	// 6. Changing only versions.kcp updates every kcp object in one up, the root shard
 	// rolled out before the shard and the front proxy are updated, every kcp Deployment
 	// rolled out when the up returns, and nothing that holds data replaced.
@@ -421,7 +419,8 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		}
 		checkImages(t, ctx, e.c, bumpedKcpVersion)
 		order.check(t)
-		checkKcpAcceptsOperatorArgs(t, ctx, e.c, bins, naming.NamespaceKcp, len(wantKcpServers))
+		// The bumped pods run on the real node with no flag error and no restart.
+		checkPodsRanForReal(t, ctx, e.c)
 		after := dataHolders(t, ctx, e.c)
 		checkSameObjects(t, before, after)
 		sameCredential(t, "the version bump")
@@ -465,8 +464,9 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	})
 
 	// 8b. What destroy kept is what a later up takes over: the same stack, on the same
-	// cluster, comes back on the retained volumes.
-	t.Run("8b-up-after-destroy-reuses-kept-data", func(t *testing.T) {
+	// cluster, comes back on the retained volumes, also when that up is interrupted with
+	// Ctrl-C and run again.
+	t.Run("8b-interrupted-up-after-destroy-reuses-kept-data", func(t *testing.T) {
 		// The namespace destroy deleted must be gone before it can be created again.
 		if err := testenv.WaitFor(ctx, 3*time.Minute, nil, func() (bool, error) {
 			_, err := e.c.kube.CoreV1().Namespaces().Get(ctx, naming.NamespaceKcp, metav1.GetOptions{})
@@ -481,13 +481,9 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 				before[k] = uid
 			}
 		}
-		uctx, cancel := context.WithTimeout(ctx, upTimeout)
-		defer cancel()
-		res, log, err := s.up(uctx, nil)
-		if err != nil {
-			t.Fatalf("up after destroy, on the cluster destroy left behind, failed: %v\n%s", err, indent(log.diagnostics()))
-		}
-		t.Logf("up after destroy: %s", changeCounts(summaryOf(res.Summary)))
+		// The up is interrupted with Ctrl-C while it waits for the root shard, and run
+		// again (interrupt_test.go).
+		interruptedUp(t, ctx, e)
 		checkSameObjects(t, before, dataHolders(t, ctx, e.c))
 	})
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,17 +18,16 @@ import (
 // with the interrupted wait as its init error, so the next up waits for it again before
 // it creates what needs it. The window is real: the operator has certificates issued by
 // cert-manager before it creates root-kcp, and kcp takes seconds to start on the real
-// node.
-func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
-	e := newEnv(t, ctx, bins, src, envOptions{})
-	s, p, root := e.stack, e.plan, src.root
-	if missing, err := missingProjectConfig(filepath.Join(root, "Pulumi.yaml"), s.cfgFile); err != nil || len(missing) > 0 {
-		// Reported by lifecycle/0-cli-accepts-project-config.
-		t.Logf("working around Pulumi.yaml: dropping the declarations of %v (%v)", missing, err)
-		if err := s.dropProjectConfig(missing); err != nil {
-			t.Fatal(err)
-		}
-	}
+// node. It runs as lifecycle's up after destroy, which creates the root shard again (the
+// stack is empty; only what destroy keeps is in the cluster), so it needs no cluster of
+// its own.
+func interruptedUp(t *testing.T, ctx context.Context, e *env) {
+	// The plan of the stack's config as it is now: the re-mints raised
+	// hub.remintGeneration, which names the Kubeconfig.
+	cur := *e
+	cur.plan = e.stack.render()
+	e = &cur
+	s, p := e.stack, e.plan
 	rootURN, shardURN := p.urnOf("RootShard", naming.RootShardName), p.urnOf("Shard", "alpha")
 
 	uctx, cancel := context.WithTimeout(ctx, upTimeout)
@@ -118,7 +116,7 @@ func interruptedUp(t *testing.T, ctx context.Context, bins binaries, src sources
 	}
 	checkExactlyOnce(t, ctx, e, d)
 	checkOrder(t, p, log2)
-	cred, err := readCredential(ctx, e.c, naming.KubeconfigName)
+	cred, err := readCredential(ctx, e.c, naming.KubeconfigObjectName(p.cfg.Hub.RemintGeneration))
 	if err != nil {
 		t.Fatalf("the operator's kubeconfig Secret: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -314,13 +315,13 @@ func tail(s string, n int) []string {
 // the kind stack's (the objects name only their own namespace, so they move as a set).
 const gkePlanNamespace = "gke-plan"
 
-// checkGKEPlanKcpArgs runs the gke plan's kcp command lines through the same check: the
+// applyGKEPlanKcpObjects applies the gke plan's kcp objects for checkGKEPlanKcpArgs: the
 // gke stack's offline plan (Pulumi.gke.yaml under the mocks, as cmd/plan renders it) gives
 // its Issuer, RootShard, Shard and FrontProxy; the test applies them to a namespace of
-// their own on this cluster, the real operator writes their Deployments, and those are
-// checked. The objects are removed again (the test lifts their finalizers: no kcp runs
-// behind them to clean up after).
-func checkGKEPlanKcpArgs(t *testing.T, ctx context.Context, c *cluster, bins binaries, root string) {
+// their own on this cluster, for the real operator to write their Deployments while
+// other steps run. The returned func removes them (the test lifts their finalizers: no
+// kcp runs behind them to clean up after); so does the end of t.
+func applyGKEPlanKcpObjects(t *testing.T, ctx context.Context, c *cluster, root string) (remove func()) {
 	t.Helper()
 	values, err := config.ReadStackFile(filepath.Join(root, "Pulumi.gke.yaml"))
 	if err != nil {
@@ -364,7 +365,17 @@ func checkGKEPlanKcpArgs(t *testing.T, ctx context.Context, c *cluster, bins bin
 	if len(applied) != len(kinds) {
 		t.Fatalf("the gke plan gave %d of the %d kcp objects %v", len(applied), len(kinds), kinds)
 	}
-	t.Cleanup(func() { removeWithFinalizers(context.Background(), c, mapper, applied) })
+	var once sync.Once
+	remove = func() { once.Do(func() { removeWithFinalizers(context.Background(), c, mapper, applied) }) }
+	t.Cleanup(remove)
+	return remove
+}
+
+// checkGKEPlanKcpArgs runs the command lines the operator wrote for the gke plan's kcp
+// objects (applyGKEPlanKcpObjects) through the same check as the kind stack's.
+func checkGKEPlanKcpArgs(t *testing.T, ctx context.Context, c *cluster, bins binaries, remove func()) {
+	t.Helper()
+	defer remove()
 	checkKcpAcceptsOperatorArgs(t, ctx, c, bins, gkePlanNamespace, len(wantKcpServers))
 }
 
