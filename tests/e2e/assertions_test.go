@@ -42,7 +42,7 @@ func checkOrder(t *testing.T, p rendered, log *eventLog) {
 	rs := p.urnOf("RootShard", naming.RootShardName)
 	sh := p.urnOf("Shard", "alpha")
 	fp := p.urnOf("FrontProxy", naming.FrontProxyName)
-	kc := p.urnOf("Kubeconfig", naming.KubeconfigName)
+	kc := p.urnOf("Kubeconfig", naming.KubeconfigObjectName(p.cfg.Hub.RemintGeneration))
 	hub := p.urnOf("Secret", p.cfg.Hub.SecretName)
 	rules := []struct {
 		dependent string
