@@ -270,8 +270,8 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	removeGKEPlan := applyGKEPlanKcpObjects(t, ctx, e.c, root)
 
 	// 2a. Every pod of etcd, kcp-system and the operator, and CoreDNS, runs on the real
-	// node, Ready through its real probe, with no flag error in kcp's logs and at most one
-	// restart, reported with its reason (node_test.go).
+	// node, Ready through its real probe, with no flag error in kcp's logs and no restart
+	// but the one the operator's probes can cause a front proxy (node_test.go).
 	t.Run("2a-pods-run-on-the-real-node", func(t *testing.T) { checkPodsRanForReal(t, ctx, e.c) })
 
 	// 2b. Envoy Gateway accepted and programmed the kind edge.

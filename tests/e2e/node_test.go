@@ -135,8 +135,9 @@ func clusterDNSIP(t *testing.T, c *cluster) string {
 
 // checkPodsRanForReal checks that every pod of the namespaces the stack runs (etcd,
 // kcp-system, the operator's) and CoreDNS runs on the real node as containers of its
-// runtime and is Ready; that none but the operator restarted more than once, or after
-// refusing its flags; and that no kcp server logged a flag error.
+// runtime and is Ready; that none restarted but the operator and, once, a front proxy the
+// kubelet killed for its liveness probe while the root shard started; and that no kcp
+// server logged a flag error.
 func checkPodsRanForReal(t *testing.T, ctx context.Context, c *cluster) {
 	t.Helper()
 	seen := 0
@@ -162,22 +163,24 @@ func checkPodsRanForReal(t *testing.T, ctx context.Context, c *cluster) {
 				if cs.RestartCount == 0 {
 					continue
 				}
-				// Seen once in four runs, with the machine at load 20: root-proxy restarted
-				// once while the root shard started. kcp's probes and start-up order are the
-				// operator's; what this test holds the program to is that no server refuses
-				// its configuration: a restart passes only if it is rare and its previous run
-				// logged no flag error. Every restart is reported.
+				// A front proxy waits for the root shard before it serves /livez, and the
+				// operator gives it a liveness probe with no startup probe (15 s + 3 x 10 s):
+				// when the root shard starts slowly (seen once, at load 20), the kubelet
+				// kills the proxy once, and kcp-front-proxy exits 1 as its wait is cancelled.
+				// That one restart passes, with the kubelet's word for it; any other restart
+				// fails.
 				why, previous := killedForLivenessReason(ctx, c, &p, cs.Name), previousLogTail(ctx, c, &p, cs.Name)
 				refused := flagErrorLine(previous)
+				proxy := runsBinary(&p, cs.Name, "/kcp-front-proxy")
 				switch {
 				case refused != "":
 					t.Errorf("pod %s/%s: container %s restarted after refusing its flags: %s", ns, p.Name, cs.Name, refused)
-				case cs.RestartCount > 1:
+				case proxy && cs.RestartCount == 1 && strings.HasPrefix(why, "killed by the kubelet for its liveness probe"):
+					t.Logf("pod %s/%s: front proxy %s restarted once (last state: %s; %s); its previous run logged:\n%s", ns, p.Name, cs.Name,
+						describeTerminated(cs.LastTerminationState), why, previous)
+				default:
 					t.Errorf("pod %s/%s: container %s restarted %d times (last state: %s; %s); its previous run logged:\n%s", ns, p.Name, cs.Name,
 						cs.RestartCount, describeTerminated(cs.LastTerminationState), why, previous)
-				default:
-					t.Logf("pod %s/%s: container %s restarted once (last state: %s; %s); its previous run logged:\n%s", ns, p.Name, cs.Name,
-						describeTerminated(cs.LastTerminationState), why, previous)
 				}
 			}
 			if ns == naming.NamespaceKcp {
@@ -212,6 +215,16 @@ func realPodProblem(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// runsBinary reports whether the pod's container runs binary as its command.
+func runsBinary(p *corev1.Pod, container, binary string) bool {
+	for _, c := range p.Spec.Containers {
+		if c.Name == container {
+			return len(c.Command) > 0 && c.Command[0] == binary
+		}
+	}
+	return false
 }
 
 // killedForLivenessReason says whether the kubelet's events report that it killed the
