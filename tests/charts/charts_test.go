@@ -44,11 +44,18 @@ func (c mirroredChart) pullArgs(dest string) []string {
 	return append(args, "--version", c.version, "--destination", dest)
 }
 
+// requireHelm finds the Helm CLI on PATH, or fails the test saying how to get it.
+func requireHelm(t *testing.T, test string) string {
+	t.Helper()
+	var exe testenv.Executables
+	bin := exe.Find("helm", "")
+	exe.Require(t, test, `Put it on PATH: eval "$(hack/build-tools.sh env helm)"`, envSkip)
+	return bin
+}
+
 func TestServedChartsArePulledOnlyWithTheTestCA(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "serves charts over https and pulls them with the Helm CLI")
-	var exe testenv.Executables
-	helmBin := exe.Find("helm", "")
-	exe.Require(t, "the chart mirror test", `Put it on PATH: eval "$(hack/build-tools.sh env helm)"`, envSkip)
+	helmBin := requireHelm(t, "the chart mirror test")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()

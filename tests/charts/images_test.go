@@ -29,9 +29,7 @@ import (
 // charts add later without an image built for it fails here first.
 func TestAddOnImagesAreTheOnesTheChartsRun(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "renders the add-ons' charts with the Helm CLI")
-	var exe testenv.Executables
-	helmBin := exe.Find("helm", "")
-	exe.Require(t, "the add-on image test", `Put it on PATH: eval "$(hack/build-tools.sh env helm)"`, envSkip)
+	helmBin := requireHelm(t, "the add-on image test")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	helm := testenv.Helm{Bin: helmBin, Home: t.TempDir()}
