@@ -54,6 +54,20 @@ func checkOrder(t *testing.T, p rendered, log *eventLog) {
 		{kc, []string{fp}},
 		{hub, []string{kc}},
 	}
+	// The add-ons the stack installs (none in killed-up's plan for cert-manager): the
+	// issuer needs cert-manager's webhook serving, the edge Envoy Gateway's CRDs.
+	if cm := p.releaseURNOf("cert-manager"); cm != "" {
+		rules = append(rules, struct {
+			dependent string
+			needs     []string
+		}{p.urnOf("Issuer", naming.SelfSignedIssuer), []string{cm}})
+	}
+	if eg := p.releaseURNOf("envoy-gateway"); eg != "" {
+		rules = append(rules, struct {
+			dependent string
+			needs     []string
+		}{p.urnOf("Gateway", naming.EdgeGatewayName), []string{eg}})
+	}
 	var timeline []string
 	for _, r := range rules {
 		d := steps[r.dependent]
@@ -398,8 +412,11 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 	}
 }
 
-// checkAfterDestroy: the data and the CRDs are kept (and said so), the rest is gone.
-func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pvcsBefore []string) {
+// checkAfterDestroy: the data, the CRDs and the namespaces the README says stay are kept
+// (and said so), with what the add-ons' charts leave (checkAddOnsAfterDestroy); the rest
+// is gone.
+// addOnCRDsBefore are the add-ons' CRDs before destroy, which it must keep.
+func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pvcsBefore, addOnCRDsBefore []string) {
 	t.Helper()
 	c := e.c
 	var kept []string
@@ -500,6 +517,7 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 		}
 		removed = append(removed, target)
 	}
+	kept = append(kept, checkAddOnsAfterDestroy(t, ctx, c, addOnCRDsBefore)...)
 	t.Logf("destroy kept on purpose:%s", indent(kept))
 	t.Logf("destroy removed:%s", indent(removed))
 }

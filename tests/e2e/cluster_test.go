@@ -57,6 +57,8 @@ func startCluster(t *testing.T, ctx context.Context, bins binaries, dir string, 
 	server := testenv.StartAPIServer(t, ctx, testenv.APIServerOptions{
 		KubeAPIServer: bins.kubeAPIServer, Etcd: bins.etcd, Dir: dir, ServiceCIDR: serviceCIDR, Name: "e2e",
 		BindAddress: network.Gateway.String(), DefaultNodeSelector: realNodeSelector,
+		// The Envoy proxies' placement (prepareCluster) is a MutatingAdmissionPolicy.
+		MutatingAdmissionPolicies: true,
 	})
 	pki := server.PKI
 	c := &cluster{dir: dir, host: server.Host, token: server.Token, caPEM: pki.CAPEM, apiserver: server.Process,
