@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/railgrid/railgrid-kcp/naming"
@@ -17,16 +18,19 @@ import (
 
 // The add-ons the kind stack installs with Helm releases of its own
 // (components/platform_kind.go), and the kcp-operator's release: each release's name, its
-// namespace and the Deployments its chart runs on the real node.
+// namespace and the Deployments its chart runs on the real node. destroy uninstalls the
+// add-ons and retains the operator's release (docs/operations.md, "What pulumi destroy
+// keeps": its CRDs are templates).
 type addOnRelease struct {
 	name, namespace string
 	deployments     []string
+	retained        bool
 }
 
 var addOnReleases = []addOnRelease{
-	{"cert-manager", naming.NamespaceCertManager, []string{"cert-manager", "cert-manager-cainjector", "cert-manager-webhook"}},
-	{"envoy-gateway", naming.NamespaceEnvoyGateway, []string{"envoy-gateway"}},
-	{naming.OperatorReleaseName, naming.NamespaceOperator, []string{naming.OperatorDeployment}},
+	{"cert-manager", naming.NamespaceCertManager, []string{"cert-manager", "cert-manager-cainjector", "cert-manager-webhook"}, false},
+	{"envoy-gateway", naming.NamespaceEnvoyGateway, []string{"envoy-gateway"}, false},
+	{naming.OperatorReleaseName, naming.NamespaceOperator, []string{naming.OperatorDeployment}, true},
 }
 
 // addOnCRDGroups are the API groups of the CRDs the add-on charts install: cert-manager's
@@ -130,9 +134,9 @@ func addOnCRDs(ctx context.Context, c *cluster) ([]string, error) {
 
 // checkAddOnsAfterDestroy checks what destroy leaves of the add-ons: their CRDs
 // (crdsBefore, every one kept), their namespaces, and of their other objects only
-// addOnHookLeftovers; every Deployment of theirs and of the kcp-operator's release, and
-// every Helm record of the three releases, is gone. It returns what stays, each with the
-// reason.
+// addOnHookLeftovers; every Deployment of theirs and every Helm record of their releases
+// is gone. It returns what stays, each with the reason. (The kcp-operator's release is
+// retained, and checkAfterDestroy says so.)
 func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crdsBefore []string) (kept []string) {
 	t.Helper()
 	crds, err := addOnCRDs(ctx, c)
@@ -145,6 +149,14 @@ func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crds
 	kept = append(kept, fmt.Sprintf("%d CustomResourceDefinitions of %v (cert-manager's kept by crds.keep, the Gateway API's and Envoy Gateway's from gateway-helm's crds/, which Helm never deletes)",
 		len(crds), addOnCRDGroups))
 	for _, r := range addOnReleases {
+		if r.retained {
+			if status, rev := newestHelmRecord(t, ctx, c, r); status != "deployed" {
+				t.Errorf("destroy did not retain Helm release %s/%s: its newest record is %q", r.namespace, r.name, status)
+			} else {
+				kept = append(kept, fmt.Sprintf("Helm release %s/%s, revision %d, with its Deployments %v (retained: its CRDs are templates)", r.namespace, r.name, rev, r.deployments))
+			}
+			continue
+		}
 		n, err := c.kube.CoreV1().Namespaces().Get(ctx, r.namespace, metav1.GetOptions{})
 		if err != nil || n.DeletionTimestamp != nil {
 			t.Errorf("destroy removed namespace %s (%v): Helm's uninstall leaves the namespace its install created", r.namespace, err)
@@ -162,6 +174,9 @@ func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crds
 		}
 		left = nil
 		for _, r := range addOnReleases {
+			if r.retained {
+				continue
+			}
 			names, err := countObjects(ctx, c, deploymentGVR, r.namespace)
 			if err != nil {
 				return false, err
@@ -209,17 +224,7 @@ func checkAddOnsInstalled(t *testing.T, ctx context.Context, c *cluster, label s
 	t.Helper()
 	var installed []string
 	for _, r := range addOnReleases {
-		records, err := c.kube.CoreV1().Secrets(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + r.name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		newest, status := 0, ""
-		for _, s := range records.Items {
-			var v int
-			if _, err := fmt.Sscan(s.Labels["version"], &v); err == nil && v > newest {
-				newest, status = v, s.Labels["status"]
-			}
-		}
+		status, newest := newestHelmRecord(t, ctx, c, r)
 		if status != "deployed" {
 			t.Errorf("%s: Helm release %s/%s is %q (revision %d), not deployed", label, r.namespace, r.name, status, newest)
 		}
@@ -236,4 +241,72 @@ func checkAddOnsInstalled(t *testing.T, ctx context.Context, c *cluster, label s
 		installed = append(installed, fmt.Sprintf("%s (revision %d): %v", r.name, newest, r.deployments))
 	}
 	t.Logf("%s: the stack's releases installed%s", label, indent(installed))
+}
+
+// checkWebhookCalledThroughItsService shows that the API server calls cert-manager's
+// webhook through its Service, as on any cluster: the chart's
+// ValidatingWebhookConfiguration names the Service (no URL), cainjector gave it a CA
+// bundle, and a server-side dry run of an Issuer that configures no issuer, which the
+// CRD's schema accepts, is refused by the webhook itself. The API server dials the
+// Service's ClusterIP, which the real node's Service route and kube-proxy's rules take to
+// the webhook's pod on the bridge; the node's network rules are read back afterwards and
+// must still hold (nothing leaves the machine).
+func checkWebhookCalledThroughItsService(t *testing.T, ctx context.Context, c *cluster) {
+	t.Helper()
+	const name = "cert-manager-webhook"
+	vwc, err := c.kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("cert-manager's ValidatingWebhookConfiguration: %v", err)
+	}
+	var via []string
+	for _, w := range vwc.Webhooks {
+		svc := w.ClientConfig.Service
+		switch {
+		case svc == nil || w.ClientConfig.URL != nil:
+			t.Errorf("webhook %s is not called through a Service: %s", w.Name, compact(w.ClientConfig))
+		case len(w.ClientConfig.CABundle) == 0:
+			t.Errorf("webhook %s has no CA bundle: cainjector did not inject it", w.Name)
+		default:
+			s, err := c.kube.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Errorf("webhook %s's Service %s/%s: %v", w.Name, svc.Namespace, svc.Name, err)
+				continue
+			}
+			via = append(via, fmt.Sprintf("%s via Service %s/%s (ClusterIP %s)", w.Name, svc.Namespace, svc.Name, s.Spec.ClusterIP))
+		}
+	}
+	issuer := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+		"metadata": map[string]any{"name": "railgrid-e2e-no-issuer", "namespace": naming.NamespaceKcp},
+		"spec":     map[string]any{},
+	}}
+	issuers := schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "issuers"}
+	_, err = c.dyn.Resource(issuers).Namespace(naming.NamespaceKcp).Create(ctx, issuer, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	const denied = `admission webhook "webhook.cert-manager.io" denied the request`
+	if err == nil || !strings.Contains(err.Error(), denied) {
+		t.Errorf("an Issuer with no issuer configured was not refused by cert-manager's webhook (%s): %v", denied, err)
+	}
+	if err := c.network.Check(c.apiPort, c.node.KubeletPort); err != nil {
+		t.Errorf("after the API server called the webhooks: %v", err)
+	}
+	t.Logf("the API server called cert-manager's webhook through its Service (%s); the node's network rules still hold",
+		strings.Join(via, "; "))
+}
+
+// newestHelmRecord returns the status and revision of the release's newest Helm record
+// (a Secret of Helm's storage driver), or "" and 0 if it has none.
+func newestHelmRecord(t *testing.T, ctx context.Context, c *cluster, r addOnRelease) (string, int) {
+	t.Helper()
+	records, err := c.kube.CoreV1().Secrets(r.namespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + r.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest, status := 0, ""
+	for _, s := range records.Items {
+		var v int
+		if _, err := fmt.Sscan(s.Labels["version"], &v); err == nil && v > newest {
+			newest, status = v, s.Labels["status"]
+		}
+	}
+	return status, newest
 }

@@ -322,6 +322,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// with its reason; only Envoy's proxy pods run on the kwok nodes (node_test.go).
 	t.Run("2a-pods-run-on-the-real-node", func(t *testing.T) {
 		checkAddOnsInstalled(t, ctx, e.c, "the first up")
+		checkWebhookCalledThroughItsService(t, ctx, e.c)
 		checkPodsRanForReal(t, ctx, e.c)
 	})
 
