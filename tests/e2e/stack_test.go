@@ -402,21 +402,6 @@ func (s *e2eStack) render() rendered {
 	return rendered{cfg: cfg, values: values, rec: rec, objects: plan.KubernetesObjects(rec)}
 }
 
-// kinds are the "<group>/<Kind>" of every Kubernetes object the plan declares.
-func (r rendered) kinds() map[string]bool {
-	kinds := map[string]bool{}
-	for _, o := range r.objects {
-		apiVersion, _ := o.Manifest["apiVersion"].(string)
-		kind, _ := o.Manifest["kind"].(string)
-		group := ""
-		if g, _, found := strings.Cut(apiVersion, "/"); found {
-			group = g
-		}
-		kinds[group+"/"+kind] = true
-	}
-	return kinds
-}
-
 // urnOf returns the URN of the declared Kubernetes object of a kind and metadata name.
 func (r rendered) urnOf(kind, name string) string {
 	for _, o := range r.objects {
