@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,12 +20,15 @@ import (
 // The add-ons the kind stack installs with Helm releases of its own
 // (components/platform_kind.go), and the kcp-operator's release: each release's name, its
 // namespace and the Deployments its chart runs on the real node. destroy uninstalls the
-// add-ons and retains the operator's release (docs/operations.md, "What pulumi destroy
-// keeps": its CRDs are templates).
+// add-ons, whose namespaces Helm created and leaves. It does not uninstall the operator's
+// release (docs/operations.md, "What pulumi destroy keeps": its CRDs are templates), but
+// deletes the operator's namespace, which the program declares, and with it the
+// release's Deployment and Helm record; its cluster-wide objects stay.
 type addOnRelease struct {
 	name, namespace string
 	deployments     []string
-	retained        bool
+	// programNamespace: the program declares the namespace, and destroy deletes it.
+	programNamespace bool
 }
 
 var addOnReleases = []addOnRelease{
@@ -43,12 +47,11 @@ var addOnCRDGroups = []string{"cert-manager.io", "acme.cert-manager.io", "gatewa
 // their releases are uninstalled, and why: Helm does not track a hook's objects as part of
 // the release, and what a controller writes at run time is not the chart's.
 var addOnHookLeftovers = map[string]string{
-	"Job envoy-gateway-system/envoy-gateway-gateway-helm-certgen":                       "gateway-helm's certgen Job, a pre-install hook",
-	"ServiceAccount envoy-gateway-system/envoy-gateway-gateway-helm-certgen":            "its RBAC, a pre-install hook",
-	"Role envoy-gateway-system/envoy-gateway-gateway-helm-certgen":                      "its RBAC, a pre-install hook",
-	"RoleBinding envoy-gateway-system/envoy-gateway-gateway-helm-certgen":               "its RBAC, a pre-install hook",
-	"ClusterRole envoy-gateway-gateway-helm-certgen:envoy-gateway-system":               "its RBAC, a pre-install hook",
-	"ClusterRoleBinding envoy-gateway-gateway-helm-certgen:envoy-gateway-system":        "its RBAC, a pre-install hook",
+	"ServiceAccount envoy-gateway-system/envoy-gateway-gateway-helm-certgen":            "gateway-helm's certgen RBAC, a pre-install hook (its Job goes 30 s after it finished)",
+	"Role envoy-gateway-system/envoy-gateway-gateway-helm-certgen":                      "gateway-helm's certgen RBAC, a pre-install hook",
+	"RoleBinding envoy-gateway-system/envoy-gateway-gateway-helm-certgen":               "gateway-helm's certgen RBAC, a pre-install hook",
+	"ClusterRole envoy-gateway-gateway-helm-certgen:envoy-gateway-system":               "gateway-helm's certgen RBAC, a pre-install hook",
+	"ClusterRoleBinding envoy-gateway-gateway-helm-certgen:envoy-gateway-system":        "gateway-helm's certgen RBAC, a pre-install hook",
 	"MutatingWebhookConfiguration envoy-gateway-topology-injector.envoy-gateway-system": "the topology injector, a pre-install hook (failurePolicy Ignore)",
 	"Secret envoy-gateway-system/envoy":                                                 "written by certgen",
 	"Secret envoy-gateway-system/envoy-gateway":                                         "written by certgen",
@@ -59,7 +62,7 @@ var addOnHookLeftovers = map[string]string{
 
 // leftoverKinds are the kinds destroy's search for what the add-ons leave looks at: in
 // the add-ons' namespaces everything of these kinds, cluster-wide the objects whose name
-// holds the add-on's name.
+// holds the add-on's or the kcp-operator's name.
 var leftoverKinds = []struct {
 	kind       string
 	gvr        schema.GroupVersionResource
@@ -79,11 +82,11 @@ var leftoverKinds = []struct {
 	{"ValidatingWebhookConfiguration", schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"}, false},
 }
 
-// addOnObjects lists the objects of leftoverKinds that belong to the add-ons (cert-manager,
-// Envoy Gateway; the kcp-operator's are its release's own and checked with it) as
-// "<Kind> <ns>/<name>": every one in their namespaces but what every namespace holds (the
-// default ServiceAccount, the kube-root-ca.crt ConfigMap), and every cluster-wide one
-// whose name holds cert-manager or envoy-gateway.
+// addOnObjects lists the objects of leftoverKinds that belong to the add-ons as
+// "<Kind> <ns>/<name>": every one in cert-manager's and Envoy Gateway's namespaces but
+// what every namespace holds (the default ServiceAccount, the kube-root-ca.crt
+// ConfigMap), and every cluster-wide one whose name holds cert-manager, envoy-gateway or
+// kcp-operator.
 func addOnObjects(ctx context.Context, c *cluster) ([]string, error) {
 	var out []string
 	for _, k := range leftoverKinds {
@@ -101,7 +104,7 @@ func addOnObjects(ctx context.Context, c *cluster) ([]string, error) {
 				switch {
 				case k.namespaced && (k.kind == "ServiceAccount" && name == "default" || k.kind == "ConfigMap" && name == "kube-root-ca.crt"):
 					continue
-				case !k.namespaced && !strings.Contains(name, "cert-manager") && !strings.Contains(name, "envoy-gateway"):
+				case !k.namespaced && !strings.Contains(name, "cert-manager") && !strings.Contains(name, "envoy-gateway") && !strings.Contains(name, "kcp-operator"):
 					continue
 				}
 				if ns != "" {
@@ -132,11 +135,11 @@ func addOnCRDs(ctx context.Context, c *cluster) ([]string, error) {
 	return out, nil
 }
 
-// checkAddOnsAfterDestroy checks what destroy leaves of the add-ons: their CRDs
-// (crdsBefore, every one kept), their namespaces, and of their other objects only
-// addOnHookLeftovers; every Deployment of theirs and every Helm record of their releases
-// is gone. It returns what stays, each with the reason. (The kcp-operator's release is
-// retained, and checkAfterDestroy says so.)
+// checkAddOnsAfterDestroy checks what destroy leaves of the add-ons and the kcp-operator's
+// release: their CRDs (crdsBefore, every one kept; the operator's checkAfterDestroy
+// checks), the namespaces Helm created, and of their other objects only
+// addOnHookLeftovers; every Deployment of the three releases and every Helm record is
+// gone, and so is the operator's namespace. It returns what stays, each with the reason.
 func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crdsBefore []string) (kept []string) {
 	t.Helper()
 	crds, err := addOnCRDs(ctx, c)
@@ -149,20 +152,15 @@ func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crds
 	kept = append(kept, fmt.Sprintf("%d CustomResourceDefinitions of %v (cert-manager's kept by crds.keep, the Gateway API's and Envoy Gateway's from gateway-helm's crds/, which Helm never deletes)",
 		len(crds), addOnCRDGroups))
 	for _, r := range addOnReleases {
-		if r.retained {
-			if status, rev := newestHelmRecord(t, ctx, c, r); status != "deployed" {
-				t.Errorf("destroy did not retain Helm release %s/%s: its newest record is %q", r.namespace, r.name, status)
-			} else {
-				kept = append(kept, fmt.Sprintf("Helm release %s/%s, revision %d, with its Deployments %v (retained: its CRDs are templates)", r.namespace, r.name, rev, r.deployments))
-			}
-			continue
-		}
 		n, err := c.kube.CoreV1().Namespaces().Get(ctx, r.namespace, metav1.GetOptions{})
-		if err != nil || n.DeletionTimestamp != nil {
+		switch {
+		case r.programNamespace:
+			// Checked below, once the namespace had time to go.
+		case err != nil || n.DeletionTimestamp != nil:
 			t.Errorf("destroy removed namespace %s (%v): Helm's uninstall leaves the namespace its install created", r.namespace, err)
-			continue
+		default:
+			kept = append(kept, "Namespace "+r.namespace+" (created by its Helm release; an uninstall leaves it)")
 		}
-		kept = append(kept, "Namespace "+r.namespace+" (created by its Helm release; an uninstall leaves it)")
 	}
 	// The Deployments go with their releases, the Envoy proxy's with its Gateway; their
 	// pods terminate after.
@@ -174,8 +172,10 @@ func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crds
 		}
 		left = nil
 		for _, r := range addOnReleases {
-			if r.retained {
-				continue
+			if r.programNamespace {
+				if _, err := c.kube.CoreV1().Namespaces().Get(ctx, r.namespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					left = append(left, "Namespace "+r.namespace)
+				}
 			}
 			names, err := countObjects(ctx, c, deploymentGVR, r.namespace)
 			if err != nil {
@@ -196,7 +196,7 @@ func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crds
 		t.Fatal(listErr)
 	}
 	if len(left) > 0 {
-		t.Errorf("destroy left the add-ons' Deployments or Helm records:%s", indent(left))
+		t.Errorf("destroy left the add-ons' Deployments, Helm records or the operator's namespace:%s", indent(left))
 	}
 	var unexpected []string
 	for _, o := range objects {

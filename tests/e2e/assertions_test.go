@@ -42,7 +42,8 @@ func checkOrder(t *testing.T, p rendered, log *eventLog) {
 	rs := p.urnOf("RootShard", naming.RootShardName)
 	sh := p.urnOf("Shard", "alpha")
 	fp := p.urnOf("FrontProxy", naming.FrontProxyName)
-	kc := p.urnOf("Kubeconfig", naming.KubeconfigName)
+	// The Kubeconfig of the config's re-mint generation (interruptedUp runs after two).
+	kc := p.urnOf("Kubeconfig", naming.KubeconfigObjectName(p.cfg.Hub.RemintGeneration))
 	hub := p.urnOf("Secret", p.cfg.Hub.SecretName)
 	rules := []struct {
 		dependent string
