@@ -2,9 +2,10 @@
 # Runs the kind stack end to end under the real Pulumi engine and Kubernetes provider,
 # offline (tests/e2e): builds what it needs with hack/build-tools.sh (kube-apiserver,
 # kube-controller-manager, kube-scheduler, etcd, kwok, the pulumi CLI and the
-# pulumi-resource-kubernetes plugin, and the real controllers: kcp-operator and
-# cert-manager's controller from ../shared/thirdparty, the Envoy Gateway control plane
-# and the Helm CLI that renders its chart; kcp and kcp-front-proxy from the kcp source
+# pulumi-resource-kubernetes plugin, and the binaries of the add-ons' images: the
+# kcp-operator and cert-manager's controller, webhook, cainjector and startupapicheck from
+# ../shared/thirdparty, the Envoy Gateway control plane, and the Helm CLI that fills the
+# test's chart mirrors; kcp and kcp-front-proxy from the kcp source
 # in ../shared/thirdparty; the real node's kubelet, kube-proxy, containerd, CNI plugins,
 # CoreDNS, busybox and etcd's image tools), puts them on PATH and runs the test as root
 # (the node needs a bridge, iptables and mounts).
@@ -22,7 +23,7 @@ cd "$ROOT"
 
 eval "$("$ROOT/hack/build-tools.sh" env kube etcd node kwok pulumi langhost provider kcp-operator cert-manager envoy-gateway helm kcp coredns)"
 for bin in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd kwok pulumi pulumi-resource-kubernetes \
-  kcp-operator cert-manager-controller envoy-gateway helm kcp kcp-front-proxy coredns containerd busybox; do
+  kcp-operator cert-manager-controller cert-manager-webhook cert-manager-cainjector cert-manager-startupapicheck envoy-gateway helm kcp kcp-front-proxy coredns containerd busybox; do
   command -v "$bin" >/dev/null || { echo "e2e: $bin not found after build" >&2; exit 1; }
 done
 

@@ -42,6 +42,7 @@ func checkOrder(t *testing.T, p rendered, log *eventLog) {
 	rs := p.urnOf("RootShard", naming.RootShardName)
 	sh := p.urnOf("Shard", "alpha")
 	fp := p.urnOf("FrontProxy", naming.FrontProxyName)
+	// The Kubeconfig of the config's re-mint generation (interruptedUp runs after two).
 	kc := p.urnOf("Kubeconfig", naming.KubeconfigObjectName(p.cfg.Hub.RemintGeneration))
 	hub := p.urnOf("Secret", p.cfg.Hub.SecretName)
 	rules := []struct {
@@ -53,6 +54,20 @@ func checkOrder(t *testing.T, p rendered, log *eventLog) {
 		{fp, []string{rs}},
 		{kc, []string{fp}},
 		{hub, []string{kc}},
+	}
+	// The add-ons the stack installs (none in killed-up's plan for cert-manager): the
+	// issuer needs cert-manager's webhook serving, the edge Envoy Gateway's CRDs.
+	if cm := p.releaseURNOf("cert-manager"); cm != "" {
+		rules = append(rules, struct {
+			dependent string
+			needs     []string
+		}{p.urnOf("Issuer", naming.SelfSignedIssuer), []string{cm}})
+	}
+	if eg := p.releaseURNOf("envoy-gateway"); eg != "" {
+		rules = append(rules, struct {
+			dependent string
+			needs     []string
+		}{p.urnOf("Gateway", naming.EdgeGatewayName), []string{eg}})
 	}
 	var timeline []string
 	for _, r := range rules {
@@ -398,8 +413,11 @@ func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) 
 	}
 }
 
-// checkAfterDestroy: the data and the CRDs are kept (and said so), the rest is gone.
-func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pvcsBefore []string) {
+// checkAfterDestroy: the data, the CRDs and the namespaces the README says stay are kept
+// (and said so), with what the add-ons' charts leave (checkAddOnsAfterDestroy); the rest
+// is gone.
+// addOnCRDsBefore are the add-ons' CRDs before destroy, which it must keep.
+func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pvcsBefore, addOnCRDsBefore []string) {
 	t.Helper()
 	c := e.c
 	var kept []string
@@ -500,6 +518,7 @@ func checkAfterDestroy(t *testing.T, ctx context.Context, e *env, p rendered, pv
 		}
 		removed = append(removed, target)
 	}
+	kept = append(kept, checkAddOnsAfterDestroy(t, ctx, c, addOnCRDsBefore)...)
 	t.Logf("destroy kept on purpose:%s", indent(kept))
 	t.Logf("destroy removed:%s", indent(removed))
 }

@@ -37,6 +37,10 @@ type cluster struct {
 	apiserver   *testenv.Process
 	procs       []*testenv.Process
 	node        *testenv.Node
+	// network is the real node's pod network; its rules are checked again once the
+	// add-ons' webhooks have been called through their Services (addons_test.go).
+	network *testenv.NodeNetwork
+	apiPort int
 }
 
 // startCluster starts the control plane in dir with the stack's Service range, on the
@@ -57,10 +61,12 @@ func startCluster(t *testing.T, ctx context.Context, bins binaries, dir string, 
 	server := testenv.StartAPIServer(t, ctx, testenv.APIServerOptions{
 		KubeAPIServer: bins.kubeAPIServer, Etcd: bins.etcd, Dir: dir, ServiceCIDR: serviceCIDR, Name: "e2e",
 		BindAddress: network.Gateway.String(), DefaultNodeSelector: realNodeSelector,
+		// The Envoy proxies' placement (prepareCluster) is a MutatingAdmissionPolicy.
+		MutatingAdmissionPolicies: true,
 	})
 	pki := server.PKI
 	c := &cluster{dir: dir, host: server.Host, token: server.Token, caPEM: pki.CAPEM, apiserver: server.Process,
-		serviceCIDR: serviceCIDR, procs: []*testenv.Process{server.Etcd, server.Process}}
+		serviceCIDR: serviceCIDR, procs: []*testenv.Process{server.Etcd, server.Process}, network: network, apiPort: server.Port()}
 
 	c.kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := server.WriteKubeconfig(c.kubeconfig, stack.Kind.Context); err != nil {

@@ -43,19 +43,20 @@ func kcpGVR(resource string) schema.GroupVersionResource {
 // removes the shard from the root shard's kcp API, which no simulated pod serves.
 const shardFinalizer = "operator.kcp.io/cleanup-shard"
 
-// controllers are the real controllers that turn the stack's objects into pods. The
-// kcp-operator runs as the pod its chart's Deployment declares, on the real node, with
-// the chart's ServiceAccount, and reaches the root shard through the cluster's DNS.
-// cert-manager's controller runs as a process with the cluster's admin credentials, as
-// the kind cluster's cert-manager runs with its own chart's broad RBAC (the issue on the
-// user's path installs it from its chart).
+// controllers are the controllers the test runs itself rather than the stack's charts:
+// only killed-up's cert-manager controller, a process with the cluster's admin
+// credentials (as the chart's broad RBAC lets cert-manager do anything it needs), run
+// without its own approver (approver_test.go). Every other controller (the kcp-operator,
+// cert-manager and Envoy Gateway elsewhere) is the pod of its chart's Deployment, on the
+// real node, installed by the stack's own Helm release.
 type controllers struct {
 	c           *cluster
 	certManager *testenv.Process
 }
 
-// With externalApprover, cert-manager runs without its own CertificateRequest approver
-// and the test's requestApprover approves in its place.
+// startControllers starts cert-manager's controller. With externalApprover, it runs
+// without its CertificateRequest approver and the test's requestApprover approves in its
+// place.
 func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binaries, dir string, externalApprover bool) *controllers {
 	t.Helper()
 	ctl := &controllers{c: c}
@@ -69,7 +70,7 @@ func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binari
 		"--kubeconfig=" + c.kubeconfig,
 		"--leader-elect=false",
 		"--namespace=",
-		"--cluster-resource-namespace=" + certManagerNamespace,
+		"--cluster-resource-namespace=" + naming.NamespaceCertManager,
 		"--metrics-listen-address=" + testenv.Loopback + ":0",
 		"--enable-profiling=false",
 		"--v=2",
@@ -81,28 +82,41 @@ func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binari
 	c.procs = append(c.procs, ctl.certManager)
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv(envVerbose) == "1" {
-			t.Logf("kcp-operator pods:\n%s", testenv.PodProblems(context.Background(), c.kube, naming.NamespaceOperator))
-			t.Logf("kcp-operator log (last lines):\n%s", ctl.operatorLogTail(context.Background(), 25))
 			t.Logf("cert-manager-controller log (last lines):\n%s", ctl.certManager.Tail(15))
 		}
 	})
 	return ctl
 }
 
-// certManagerNamespace is where the kind stack's cert-manager runs.
-const certManagerNamespace = "cert-manager"
+// addOnNamespaces are the namespaces of the controllers the stack's charts install.
+var addOnNamespaces = []string{naming.NamespaceOperator, naming.NamespaceCertManager, naming.NamespaceEnvoyGateway}
 
-// operatorLogTail returns the last lines of the log of each operator pod, read through
-// the API server and the kubelet.
-func (ctl *controllers) operatorLogTail(ctx context.Context, lines int64) string {
-	pods, err := ctl.c.kube.CoreV1().Pods(naming.NamespaceOperator).List(ctx, metav1.ListOptions{})
+// logAddOnPods logs the problems of the pods in the add-ons' namespaces and the last
+// lines of each one's log, read through the API server and the kubelet.
+func logAddOnPods(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	for _, ns := range addOnNamespaces {
+		t.Logf("pods of %s:\n%s", ns, testenv.PodProblems(ctx, c.kube, ns))
+		t.Logf("logs of %s (last lines):\n%s", ns, podLogTails(ctx, c, ns, 20))
+	}
+}
+
+// podLogTails returns the last lines of the log of each container of each pod in ns
+// that runs on the real node, read through the API server and the kubelet.
+func podLogTails(ctx context.Context, c *cluster, ns string, lines int64) string {
+	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err.Error()
 	}
 	var b strings.Builder
 	for _, p := range pods.Items {
-		data, err := ctl.c.kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
-		fmt.Fprintf(&b, "pod %s (%v):\n%s\n", p.Name, err, data)
+		if p.Spec.NodeName != realNodeName {
+			continue
+		}
+		for _, ctr := range p.Spec.Containers {
+			data, err := c.kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ctr.Name, TailLines: &lines}).DoRaw(ctx)
+			fmt.Fprintf(&b, "pod %s container %s (%v):\n%s\n", p.Name, ctr.Name, err, data)
+		}
 	}
 	return b.String()
 }
@@ -113,14 +127,6 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
-}
-
-// running reports an error if a controller process has exited.
-func (ctl *controllers) running() error {
-	if p := ctl.certManager; p != nil && p.Exited() {
-		return fmt.Errorf("%s exited: %v\n%s", p.Name, p.Err(), p.Tail(30))
-	}
-	return nil
 }
 
 // credential is a hub credential as the operator wrote it into its Kubeconfig's Secret.

@@ -4,21 +4,17 @@
 // through the Go language host with the stack config in PULUMI_CONFIG, as a user's
 // `pulumi up -s kind` does), the pulumi-resource-kubernetes plugin, and a cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
 // with one real node (kubelet, kube-proxy and containerd on a bridge of the test's own,
-// node_test.go) and three nodes simulated by kwok. The API server's default node
-// selector puts every pod on the real node, where etcd, kcp, the kcp-operator (its
-// chart's Deployment, which the test generates from the real chart templates) and
-// CoreDNS run as real containers from images written here; only Envoy Gateway's
-// namespace names the kwok nodes, for its Envoy proxy pods (no Envoy binary can be built
-// here). cert-manager's controller (v1.20.2, from ../shared/thirdparty, the version the
-// kind stack installs) runs as a process, and so does the Envoy Gateway control plane
-// (v1.9.0, the version the kind stack installs; go install'ed from the Go module proxy),
-// which reconciles the kind edge: the stack is told Envoy Gateway is present, and the
-// test installs the ServiceAccounts, RBAC, configuration and CRDs of the real chart
-// (charts/gateway-helm of that module, rendered with the Helm CLI), issues its
-// certificates with `envoy-gateway certgen` as the chart's certgen ServiceAccount, and
-// runs it as the chart's ServiceAccount in a mount namespace (a private root with
-// /certs) and a network namespace of its own, the API server's port forwarded into it
-// (envoygateway_test.go).
+// node_test.go) and three nodes simulated by kwok. The stack file is the shipped
+// Pulumi.kind.yaml with only the chart sources changed (stack_test.go, overlayKeys): the
+// test serves cert-manager's and the kcp-operator's charts from a Helm repository and
+// Envoy Gateway's from an OCI registry, on loopback over https from a CA of its own, and
+// the stack's own Helm releases install all three. The API server's default node
+// selector puts every pod on the real node, where etcd, kcp, the kcp-operator,
+// cert-manager (controller, webhook, cainjector, startupapicheck), Envoy Gateway's
+// control plane and certgen, and CoreDNS run as real containers from images written
+// here; a MutatingAdmissionPolicy sends only Envoy's proxy pods to the kwok nodes (no
+// Envoy binary can be built here). killed-up alone declares cert-manager present and runs
+// its controller as a process, without its own approver (approver_test.go).
 //
 // The test proves what mocks and the offline plan cannot: a preview of a fresh stack
 // succeeds; `up` converges and creates no kcp object before what it needs is ready; the
@@ -46,13 +42,13 @@
 // provider kcp-operator cert-manager envoy-gateway helm kcp) and runs the test. The
 // binaries are looked up on PATH: kube-apiserver, kube-controller-manager, kube-scheduler,
 // etcd, kwok, pulumi, pulumi-resource-kubernetes, kcp-operator, cert-manager-controller,
-// envoy-gateway, helm, kcp and kcp-front-proxy. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
+// -webhook, -cainjector and -startupapicheck, envoy-gateway, helm, kcp and kcp-front-proxy. Without them the test fails, unless RAILGRID_SKIP_E2E=1;
 // `go test -short` skips it. The upstream CRDs are read from ../shared/reference/crds
 // relative to the repository root, or from RAILGRID_CRDS_DIR; the operator's chart and RBAC
 // from ../shared/thirdparty or RAILGRID_THIRDPARTY_DIR; kwok's stages from the
-// sigs.k8s.io/kwok module and Envoy Gateway's chart from the github.com/envoyproxy/gateway
-// module in the Go module cache (downloaded if missing). The test needs root (unshare,
-// mount, setns) for Envoy Gateway's namespaces. A failing run keeps the CLI's output of
+// sigs.k8s.io/kwok module, and cert-manager's and Envoy Gateway's charts from the
+// github.com/cert-manager/cert-manager and github.com/envoyproxy/gateway modules in the
+// Go module cache (downloaded if missing). The test needs root for the real node. A failing run keeps the CLI's output of
 // every command (the path is logged); RAILGRID_E2E_KEEP=1 also keeps the control plane's
 // data and logs, the workspace and the state; RAILGRID_E2E_VERBOSE=1 prints the
 // controllers' logs of a passing run.

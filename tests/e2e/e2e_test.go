@@ -63,7 +63,7 @@ func TestKindStackEndToEnd(t *testing.T) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(-30*time.Second))
 	t.Cleanup(cancel)
-	requireTestedCertManagerIsInstalledOne(t, ctx, root, bins.certManager)
+	requireAddOnsBuiltAtPinnedVersions(t, ctx, root, bins)
 	started := time.Now()
 	t.Logf("binaries: %s, %s, %s, %s, %s, %s, %s, %s, %s", bins.kubeAPIServer, bins.kubeControllerManager, bins.kubeScheduler,
 		bins.etcd, bins.kwok, bins.pulumi, bins.provider, bins.kcpOperator, bins.certManager)
@@ -96,21 +96,23 @@ func (s *nodeImageSet) get(t *testing.T, bins binaries, p rendered) []string {
 	return s.tarballs
 }
 
-// env is one cluster with the stack, the real controllers and the volume binder.
+// env is one cluster with the stack, the volume binder and, in killed-up, cert-manager's
+// controller and the test's request approver.
 type env struct {
 	c        *cluster
 	stack    *e2eStack
 	plan     rendered
-	ctl      *controllers
-	eg       *envoyGateway
+	ctl      *controllers // nil unless envOptions.externalApprover
 	volumes  *volumeBinder
 	approver *requestApprover // nil unless envOptions.externalApprover
 }
 
 // envOptions are what a run changes in its cluster.
 type envOptions struct {
-	// externalApprover runs cert-manager without its own approver and the test's
-	// requestApprover in its place, so the run can hold one Certificate's issuance.
+	// externalApprover declares cert-manager present (kind.certManagerPresent): the test
+	// runs cert-manager's controller as a process without its own approver, and the test's
+	// requestApprover in its place, so the run can hold one Certificate's issuance. The
+	// stack then installs only the kcp-operator and Envoy Gateway from their charts.
 	externalApprover bool
 }
 
@@ -125,30 +127,74 @@ func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources, opts 
 		t.Logf("%s=1: keeping the cluster, its logs, the workspace and the state in %s", envKeep, base)
 	}
 	root, crds := src.root, src.crds
-	chartDir, err := testenv.OperatorChart(filepath.Join(base, "chart"), crds, src.thirdparty)
-	if err != nil {
-		t.Fatalf("generating the kcp-operator chart: %v", err)
+	overlay := stackOverlay{
+		mirrors:            serveCharts(t, ctx, bins, src, filepath.Join(base, "charts")),
+		certManagerPresent: opts.externalApprover,
 	}
 	if err := os.MkdirAll(filepath.Join(base, "cluster"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// The stack file first: the cluster's Service range comes from its config.
 	pre := &e2eStack{t: t, cfgFile: filepath.Join(base, "probe.yaml")}
-	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), pre.cfgFile, chartDir); err != nil {
+	if err := writeStackConfig(filepath.Join(root, "Pulumi.kind.yaml"), pre.cfgFile, overlay); err != nil {
 		t.Fatal(err)
 	}
 	p := pre.render()
 	c := startCluster(t, ctx, bins, filepath.Join(base, "cluster"), p.cfg, src.images.get(t, bins, p))
-	prepareCluster(t, ctx, c, crds, p.kinds())
+	prepareCluster(t, ctx, c, crds, opts.externalApprover)
 	e := &env{c: c, plan: p}
 	e.volumes = startVolumeBinder(t, ctx, c)
 	if opts.externalApprover {
 		e.approver = startRequestApprover(t, ctx, c)
+		e.ctl = startControllers(t, ctx, c, bins, filepath.Join(base, "cluster"), true)
 	}
-	e.ctl = startControllers(t, ctx, c, bins, filepath.Join(base, "cluster"), opts.externalApprover)
-	e.eg = startEnvoyGateway(t, ctx, c, root, filepath.Join(base, "envoy-gateway"))
-	e.stack = newStack(t, ctx, root, base, c, bins, chartDir)
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv(envVerbose) == "1" {
+			logAddOnPods(t, c)
+		}
+	})
+	e.stack = newStack(t, ctx, root, base, c, bins, overlay)
 	return e
+}
+
+// serveCharts writes the three charts the kind stack installs, from their upstream
+// sources at the versions the shipped stack file pins, and serves them on loopback as an
+// offline machine's mirrors (tests/charts checks these mirrors with the Helm CLI):
+// cert-manager's and the kcp-operator's from a Helm repository, Envoy Gateway's from an
+// OCI registry, both over https with a certificate of a CA of this run's own. They stop
+// when the run ends.
+func serveCharts(t *testing.T, ctx context.Context, bins binaries, src sources, dir string) chartMirrors {
+	t.Helper()
+	start := time.Now()
+	shipped, err := config.ParseStackFile(filepath.Join(src.root, "Pulumi.kind.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := shipped.Versions
+	operator, err := testenv.OperatorChart(dir, src.crds, src.thirdparty)
+	if err != nil {
+		t.Fatalf("generating the kcp-operator chart: %v", err)
+	}
+	certManager, err := testenv.CertManagerChart(ctx, v.CertManager, dir)
+	if err != nil {
+		t.Fatalf("writing cert-manager's chart: %v", err)
+	}
+	envoyGateway, err := testenv.EnvoyGatewayChart(ctx, v.EnvoyGateway, dir)
+	if err != nil {
+		t.Fatalf("writing Envoy Gateway's chart: %v", err)
+	}
+	ca, err := testenv.NewCA("railgrid-e2e-chart-mirrors-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publisher := testenv.Helm{Bin: bins.helm, Home: filepath.Join(dir, "helm")}
+	m := chartMirrors{
+		repository: testenv.ServeChartRepository(t, ctx, publisher, ca, certManager, operator),
+		registry:   testenv.ServeChartRegistry(t, ctx, publisher, ca, envoyGateway),
+	}
+	t.Logf("chart mirrors on loopback in %s: cert-manager %s and the kcp-operator at %s, Envoy Gateway %s at %s",
+		time.Since(start).Round(time.Millisecond), v.CertManager, m.repository.URL, v.EnvoyGateway, m.registry.Repository)
+	return m
 }
 
 func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
@@ -269,10 +315,17 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 	// their Deployments while the next steps run; step 5b checks them.
 	removeGKEPlan := applyGKEPlanKcpObjects(t, ctx, e.c, root)
 
-	// 2a. Every pod of etcd, kcp-system and the operator, and CoreDNS, runs on the real
-	// node, Ready through its real probe, with no flag error in kcp's logs and no restart
-	// but the one the operator's probes can cause a front proxy (node_test.go).
-	t.Run("2a-pods-run-on-the-real-node", func(t *testing.T) { checkPodsRanForReal(t, ctx, e.c) })
+	// 2a. The stack's releases installed cert-manager, Envoy Gateway and the kcp-operator
+	// (addons_test.go). Every pod of etcd, kcp-system, the operator, cert-manager and Envoy
+	// Gateway, and CoreDNS, runs on the real node, Ready through its real probe (a Job's
+	// pod: succeeded), with no flag error in kcp's logs and no restart but the one the
+	// operator's probes can cause a front proxy; only Envoy's proxy pods run on the kwok
+	// nodes (node_test.go).
+	t.Run("2a-pods-run-on-the-real-node", func(t *testing.T) {
+		checkAddOnsInstalled(t, ctx, e.c, "the first up")
+		checkWebhookCalledThroughItsService(t, ctx, e.c)
+		checkPodsRanForReal(t, ctx, e.c)
+	})
 
 	// 2b. Envoy Gateway accepted and programmed the kind edge.
 	t.Run("2b-envoy-gateway-programs-the-edge", func(t *testing.T) { checkEdgeProgrammed(t, ctx, e) })
@@ -443,6 +496,10 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		if err != nil || len(pvcsBefore) == 0 {
 			t.Fatalf("no etcd volume claims before destroy (%v)", err)
 		}
+		addOnCRDsBefore, err := addOnCRDs(ctx, e.c)
+		if err != nil || len(addOnCRDsBefore) == 0 {
+			t.Fatalf("no CRDs of the add-ons before destroy (%v)", err)
+		}
 		dctx, cancel := context.WithTimeout(ctx, upTimeout)
 		defer cancel()
 		// Nothing is lifted: the operator removes each Shard from the running root shard
@@ -452,7 +509,7 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 			t.Fatalf("destroy failed: %v\n%s", err, indent(log.diagnostics()))
 		}
 		t.Logf("destroy: %s", changeCounts(summaryOf(res.Summary)))
-		checkAfterDestroy(t, ctx, e, p, pvcsBefore)
+		checkAfterDestroy(t, ctx, e, p, pvcsBefore, addOnCRDsBefore)
 		checkEnvoyProxyRemoved(t, ctx, e)
 		if d := s.export(ctx); len(d.Resources) > 0 {
 			var left []string
@@ -485,6 +542,8 @@ func lifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) {
 		// again (interrupt_test.go).
 		interruptedUp(t, ctx, e)
 		checkSameObjects(t, before, dataHolders(t, ctx, e.c))
+		// The releases destroy uninstalled are installed again, over what they left.
+		checkAddOnsInstalled(t, ctx, e.c, "the up after destroy")
 	})
 }
 
@@ -548,22 +607,28 @@ func firstLine(s string) string {
 	return s
 }
 
-// requireTestedCertManagerIsInstalledOne fails unless the cert-manager controller the test
-// runs was built from the cert-manager module version the kind stack installs
-// (versions.certManager), as its build information records it, so the test proves the
-// program against the cert-manager a kind cluster gets.
-func requireTestedCertManagerIsInstalledOne(t *testing.T, ctx context.Context, root, certManagerBin string) {
+// requireAddOnsBuiltAtPinnedVersions fails unless cert-manager's binaries and Envoy
+// Gateway's control plane, which the add-ons' images hold, were built from the module
+// versions the kind stack installs (versions.certManager, versions.envoyGateway), as
+// their build information records them, so the test proves the program against the
+// add-ons a kind cluster gets.
+func requireAddOnsBuiltAtPinnedVersions(t *testing.T, ctx context.Context, root string, bins binaries) {
 	t.Helper()
-	const module = "github.com/cert-manager/cert-manager"
-	built, err := builtModuleVersion(ctx, certManagerBin, module)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg, err := config.ParseStackFile(filepath.Join(root, "Pulumi.kind.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Versions.CertManager != built {
-		t.Fatalf("the kind stack installs cert-manager %s (versions.certManager) but the test runs %s, built from %s %s", cfg.Versions.CertManager, certManagerBin, module, built)
+	check := func(bin, module, pinned, key string) {
+		built, err := builtModuleVersion(ctx, bin, module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if built != pinned {
+			t.Fatalf("the kind stack installs %s %s (%s) but the test runs %s, built from %s", module, pinned, key, bin, built)
+		}
 	}
+	for _, c := range testenv.CertManagerComponents {
+		check(bins.certManagerImages[c], testenv.CertManagerModule, cfg.Versions.CertManager, "versions.certManager")
+	}
+	check(bins.envoyGateway, testenv.EnvoyGatewayModule, cfg.Versions.EnvoyGateway, "versions.envoyGateway")
 }

@@ -35,14 +35,16 @@ const fieldManager = "railgrid-e2e"
 // zones are the topology.kubernetes.io/zone values of the three fake nodes.
 var zones = []string{"zone-a", "zone-b", "zone-c"}
 
-// prepareCluster gives the bare control plane what a kind cluster with cert-manager and
-// Envoy Gateway installed has and what the kind stack expects to find: three Ready nodes
-// over three zones, the StorageClass "standard", kubeadm's CoreDNS ConfigMap and
-// Deployment, the envoy-gateway-system and cert-manager namespaces, cert-manager's CRDs
-// (its controller runs as a process, see controllers), and the upstream CRDs of the kinds
-// ("<group>/<Kind>") the stack declares that the API server does not serve, except the
-// kcp-operator's, which its chart installs.
-func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir string, kinds map[string]bool) {
+// prepareCluster gives the bare control plane what a fresh kind cluster has and what the
+// kind stack expects to find: three Ready nodes over three zones, the StorageClass
+// "standard", kubeadm's CoreDNS ConfigMap and Deployment, and the placement of Envoy's
+// proxy pods on the kwok nodes (testenv.InstallEnvoyProxyPlacement: no Envoy binary is
+// built here, while Envoy Gateway's control plane in the same namespace runs on the real
+// node). The stack's charts install cert-manager, Envoy Gateway, the kcp-operator, their
+// namespaces and their CRDs. With certManagerPresent (killed-up), the test installs what
+// a cluster with cert-manager has for its controller, which runs as a process: the
+// cert-manager namespace and cert-manager's CRDs.
+func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir string, certManagerPresent bool) {
 	t.Helper()
 	start := time.Now()
 	kube := c.kube
@@ -57,7 +59,7 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 				"kubernetes.io/arch":            "amd64",
 				"topology.kubernetes.io/zone":   zone,
 				"topology.kubernetes.io/region": "e2e",
-				"type":                          "kwok",
+				kwokNodeLabel:                   kwokNodeLabelValue,
 			},
 		}}
 		if _, err := kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
@@ -74,62 +76,38 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	}, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 		t.Fatalf("creating StorageClass standard: %v", err)
 	}
-	// Envoy Gateway's namespace runs its proxy pods on the kwok nodes: no Envoy binary
-	// can be built here. Every other pod goes to the real node (the API server's default
-	// node selector).
-	for ns, selector := range map[string]string{naming.NamespaceEnvoyGateway: kwokNodeSelector, certManagerNamespace: ""} {
-		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if selector != "" {
-			obj.Annotations = map[string]string{namespaceNodeSelector: selector}
+	if err := testenv.InstallEnvoyProxyPlacement(ctx, kube, map[string]string{kwokNodeLabel: kwokNodeLabelValue}); err != nil {
+		t.Fatal(err)
+	}
+
+	var crdNames []string
+	if certManagerPresent {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: naming.NamespaceCertManager}},
+			metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
+			t.Fatalf("creating namespace %s: %v", naming.NamespaceCertManager, err)
 		}
-		if _, err := kube.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-			t.Fatalf("creating namespace %s: %v", ns, err)
+		kinds := map[string]bool{}
+		for _, k := range certManagerKinds {
+			kinds[k] = true
+		}
+		crds, err := selectCRDs(crdsDir, kinds)
+		if err != nil {
+			t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", testenv.EnvCRDsDir, err)
+		}
+		for _, crd := range crds {
+			if _, err := c.dyn.Resource(crdGVR).Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+				t.Fatalf("installing CRD %s: %v", crd.GetName(), err)
+			}
+			crdNames = append(crdNames, crd.GetName())
+		}
+		if err := testenv.WaitEstablished(ctx, c.dyn, c.apiserver, 2*time.Minute, crdNames...); err != nil {
+			t.Fatal(err)
 		}
 	}
 
 	// kubeadm's CoreDNS, written with kubeadm's field manager like on a kind node; it
 	// runs on the real node and is the cluster's DNS.
 	if err := testenv.CreateKubeadmCoreDNS(ctx, kube, clusterDNSIP(t, c), mockstack.KindCorefile); err != nil {
-		t.Fatal(err)
-	}
-
-	// The CRDs of every kind the stack declares that the bare API server does not serve,
-	// except the kcp-operator's (its chart installs them).
-	mapper, err := newMapper(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	custom := map[string]bool{}
-	for k := range kinds {
-		group, kind, _ := strings.Cut(k, "/")
-		if _, err := mapper.RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err != nil && group != kcpGVR("").Group {
-			custom[k] = true
-		}
-	}
-	// cert-manager's controller needs all of its own CRDs, and Envoy Gateway all of the
-	// Gateway API's, whatever the stack declares.
-	for _, k := range certManagerKinds {
-		custom[k] = true
-	}
-	gatewayCRDs, err := testenv.LoadCRDs(filepath.Join(crdsDir, "gateway-api"))
-	if err != nil {
-		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", testenv.EnvCRDsDir, err)
-	}
-	for _, crd := range gatewayCRDs {
-		custom[testenv.CRDKind(crd)] = true
-	}
-	crds, err := selectCRDs(crdsDir, custom)
-	if err != nil {
-		t.Fatalf("reading the upstream CRDs (set %s to another directory): %v", testenv.EnvCRDsDir, err)
-	}
-	var names []string
-	for _, crd := range crds {
-		if _, err := c.dyn.Resource(crdGVR).Apply(ctx, crd.GetName(), crd, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
-			t.Fatalf("installing CRD %s: %v", crd.GetName(), err)
-		}
-		names = append(names, crd.GetName())
-	}
-	if err := testenv.WaitEstablished(ctx, c.dyn, c.apiserver, 2*time.Minute, names...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -147,8 +125,8 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 	}); err != nil {
 		t.Fatalf("kube-system/coredns did not roll out on the real node: %v\n%s", err, testenv.PodProblems(ctx, c.kube, naming.NamespaceKubeSystem))
 	}
-	t.Logf("cluster prepared in %s: the real node and %d kwok nodes in zones %v, StorageClass standard, CoreDNS, %d CRDs",
-		time.Since(start).Round(time.Millisecond), len(zones), zones, len(crds))
+	t.Logf("cluster prepared in %s: the real node and %d kwok nodes in zones %v, StorageClass standard, CoreDNS, the Envoy proxies' placement, %d CRDs",
+		time.Since(start).Round(time.Millisecond), len(zones), zones, len(crdNames))
 }
 
 func deploymentReady(generation int64, st appsv1.DeploymentStatus, replicas *int32) bool {

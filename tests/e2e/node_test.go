@@ -30,13 +30,16 @@ var (
 const (
 	nodeBridge   = "rgke2e0"
 	realNodeName = "real-node"
-	// Pods go to the real node unless their namespace says otherwise (the API server's
-	// PodNodeSelector default): the program places nothing itself, and only Envoy
-	// Gateway's namespace, whose proxy image cannot be built here, names the kwok nodes.
-	realNodeLabel    = "railgrid.test/runtime"
-	realNodeSelector = realNodeLabel + "=containerd"
-	kwokNodeSelector = "type=kwok"
-	// namespaceNodeSelector is the PodNodeSelector plugin's namespace annotation.
+	// Every pod goes to the real node (the API server's PodNodeSelector default): the
+	// program places nothing itself. Only Envoy's proxy pods, whose image cannot be built
+	// here, ask for the kwok nodes' label instead (testenv.InstallEnvoyProxyPlacement).
+	realNodeLabel      = "railgrid.test/runtime"
+	realNodeSelector   = realNodeLabel + "=containerd"
+	kwokNodeLabel      = "type"
+	kwokNodeLabelValue = "kwok"
+	kwokNodeSelector   = kwokNodeLabel + "=" + kwokNodeLabelValue
+	// namespaceNodeSelector is the PodNodeSelector plugin's namespace annotation (the gke
+	// plan's kcp objects, kcpflags_test.go, go to the kwok nodes by it).
 	namespaceNodeSelector = "scheduler.alpha.kubernetes.io/node-selector"
 )
 
@@ -49,8 +52,10 @@ func testKcpVersions(p rendered) []string { return []string{p.cfg.Versions.Kcp, 
 
 // buildNodeImages writes, once per test run, the image of every pod the real node runs,
 // under the name the pod asks for: the sandbox (pause), CoreDNS, etcd, kcp (both tags),
-// the kcp-operator, and the DNS probe of cmd/verify (a static busybox with sh and
-// nslookup, all the probe runs, under the name of the image verify uses by default).
+// the kcp-operator, cert-manager's controller, webhook, cainjector and startupapicheck,
+// Envoy Gateway's control plane (which also runs its certgen Job), and the DNS probe of
+// cmd/verify (a static busybox with sh and nslookup, all the probe runs, under the name
+// of the image verify uses by default).
 func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []string {
 	t.Helper()
 	start := time.Now()
@@ -69,6 +74,10 @@ func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []stri
 		testenv.EtcdImage(planEtcdImage(t, p), bins.etcdImage[0], bins.etcdImage[1], bins.etcdImage[2]),
 		kcp,
 		testenv.OperatorImage(config.OperatorImageRepository+":"+p.cfg.Versions.OperatorImage, bins.kcpOperator),
+		testenv.EnvoyGatewayImage(p.cfg.Versions.EnvoyGateway, bins.envoyGateway),
+	}
+	for _, c := range testenv.CertManagerComponents {
+		images = append(images, testenv.CertManagerImage(c, p.cfg.Versions.CertManager, bins.certManagerImages[c]))
 	}
 	var tarballs []string
 	for _, img := range images {
@@ -134,14 +143,17 @@ func clusterDNSIP(t *testing.T, c *cluster) string {
 }
 
 // checkPodsRanForReal checks that every pod of the namespaces the stack runs (etcd,
-// kcp-system, the operator's) and CoreDNS runs on the real node as containers of its
-// runtime and is Ready; that none restarted but the operator and, once, a front proxy the
-// kubelet killed for its liveness probe while the root shard started; and that no kcp
-// server logged a flag error.
+// kcp-system, the operator's, cert-manager's and Envoy Gateway's) and CoreDNS runs on the
+// real node as containers of its runtime and is Ready, or, for a Job's pod (Envoy
+// Gateway's certgen, cert-manager's startupapicheck while Helm keeps it), has succeeded
+// there; that Envoy's proxy pods, and only they, run on the kwok nodes; that none
+// restarted but the operator and, once, a front proxy the kubelet killed for its liveness
+// probe while the root shard started; and that no kcp server logged a flag error.
 func checkPodsRanForReal(t *testing.T, ctx context.Context, c *cluster) {
 	t.Helper()
-	seen := 0
-	for _, ns := range []string{naming.NamespaceEtcd, naming.NamespaceKcp, naming.NamespaceOperator, naming.NamespaceKubeSystem} {
+	seen, proxies := map[string]int{}, 0
+	namespaces := append([]string{naming.NamespaceEtcd, naming.NamespaceKcp, naming.NamespaceKubeSystem}, addOnNamespaces...)
+	for _, ns := range namespaces {
 		pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +162,14 @@ func checkPodsRanForReal(t *testing.T, ctx context.Context, c *cluster) {
 			if p.DeletionTimestamp != nil {
 				continue
 			}
-			seen++
+			if isEnvoyProxy(&p) {
+				proxies++
+				if !strings.HasPrefix(p.Spec.NodeName, kwokNodePrefix) {
+					t.Errorf("Envoy proxy pod %s/%s runs on %q, not a kwok node (its node selector: %v)", ns, p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
+				}
+				continue
+			}
+			seen[ns]++
 			if problem := realPodProblem(&p); problem != "" {
 				t.Errorf("pod %s/%s: %s", ns, p.Name, problem)
 			}
@@ -188,16 +207,47 @@ func checkPodsRanForReal(t *testing.T, ctx context.Context, c *cluster) {
 			}
 		}
 	}
-	if seen == 0 {
-		t.Fatal("no pod in the stack's namespaces")
+	for _, ns := range namespaces {
+		if seen[ns] == 0 {
+			t.Errorf("no pod of namespace %s on the real node", ns)
+		}
 	}
-	t.Logf("%d pods of the stack and CoreDNS run on the real node, Ready", seen)
+	if proxies == 0 {
+		t.Errorf("no Envoy proxy pod in %s", naming.NamespaceEnvoyGateway)
+	}
+	t.Logf("pods on the real node, by namespace: %v; %d Envoy proxy pods on the kwok nodes", seen, proxies)
 }
 
-// realPodProblem says what is wrong with a pod that should run on the real node.
+// kwokNodePrefix starts the names of the kwok nodes (prepareCluster).
+const kwokNodePrefix = "e2e-node-"
+
+// isEnvoyProxy reports whether a pod carries the labels Envoy Gateway gives its Envoy
+// proxies, which the test's placement policy sends to the kwok nodes.
+func isEnvoyProxy(p *corev1.Pod) bool {
+	for k, v := range testenv.EnvoyProxyLabels {
+		if p.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// realPodProblem says what is wrong with a pod that should run on the real node: a pod
+// of a Job must have succeeded there, any other must be Ready.
 func realPodProblem(p *corev1.Pod) string {
 	if p.Spec.NodeName != realNodeName {
 		return fmt.Sprintf("runs on %q, not the real node", p.Spec.NodeName)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if !strings.HasPrefix(cs.ContainerID, "containerd://") {
+			return fmt.Sprintf("container %s has id %q, not one of containerd's", cs.Name, cs.ContainerID)
+		}
+	}
+	if ownedByJob(p) {
+		if p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Sprintf("a Job's pod in phase %s, not Succeeded", p.Status.Phase)
+		}
+		return ""
 	}
 	if addr, err := netip.ParseAddr(p.Status.PodIP); err != nil || !podCIDR.Contains(addr) {
 		return fmt.Sprintf("has address %q, outside the real node's pod range %s", p.Status.PodIP, podCIDR)
@@ -209,11 +259,6 @@ func realPodProblem(p *corev1.Pod) string {
 	if !ready {
 		return "is not Ready"
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if !strings.HasPrefix(cs.ContainerID, "containerd://") {
-			return fmt.Sprintf("container %s has id %q, not one of containerd's", cs.Name, cs.ContainerID)
-		}
-	}
 	return ""
 }
 
@@ -222,6 +267,15 @@ func runsBinary(p *corev1.Pod, container, binary string) bool {
 	for _, c := range p.Spec.Containers {
 		if c.Name == container {
 			return len(c.Command) > 0 && c.Command[0] == binary
+		}
+	}
+	return false
+}
+
+func ownedByJob(p *corev1.Pod) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "Job" {
+			return true
 		}
 	}
 	return false

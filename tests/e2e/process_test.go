@@ -34,8 +34,15 @@ type binaries struct {
 	kubeAPIServer, kubeControllerManager, kubeScheduler string
 	etcd, kwok, pulumi, provider                        string
 	langhost                                            string // pulumi-language-go, which runs main.go
-	// The real controllers: kcp-operator and cert-manager's controller.
+	// The real controllers: kcp-operator and cert-manager's controller (the binaries of
+	// their images, and cert-manager's controller also as killed-up's process).
 	kcpOperator, certManager string
+	// certManagerImages are the binaries of cert-manager's four images, by component;
+	// envoyGateway is the Envoy Gateway control plane of its image.
+	certManagerImages map[testenv.CertManagerComponent]string
+	envoyGateway      string
+	// helm packages and pushes the charts the test's mirrors serve.
+	helm string
 	// kcpServers are the kcp servers built from the kcp source, by name: kcp and
 	// kcp-front-proxy (kcpflags_test.go runs the operator's command lines through them).
 	kcpServers map[string]string
@@ -62,11 +69,17 @@ func findBinaries(t *testing.T) binaries {
 		provider:              find("pulumi-resource-kubernetes"),
 		kcpOperator:           find("kcp-operator"),
 		certManager:           find("cert-manager-controller"),
+		certManagerImages:     map[testenv.CertManagerComponent]string{},
+		envoyGateway:          find("envoy-gateway"),
+		helm:                  find("helm"),
 		kcpServers:            map[string]string{"kcp": find("kcp"), "kcp-front-proxy": find("kcp-front-proxy")},
 		node:                  testenv.FindNodeBinaries(&exe),
 		coredns:               find("coredns"),
 		busybox:               find("busybox"),
 		etcdImage:             testenv.EtcdImageBinaries(t, &exe),
+	}
+	for _, c := range testenv.CertManagerComponents {
+		b.certManagerImages[c] = find(c.Binary())
 	}
 	exe.Require(t, "the e2e test", "Build them and run the test with hack/e2e.sh "+
 		"(or: eval \"$(hack/build-tools.sh env kube etcd node kwok pulumi provider kcp-operator cert-manager envoy-gateway helm kcp coredns)\")", envSkip)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -52,8 +53,8 @@ type e2eStack struct {
 
 // newStack creates the workspace in base: a copy of the program (main.go, its packages,
 // go.mod, go.sum and the repository's Pulumi.yaml), and Pulumi.e2e.yaml made from the
-// shipped Pulumi.kind.yaml with only the keys of overlayKeys changed.
-func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, bins binaries, chartDir string) *e2eStack {
+// shipped Pulumi.kind.yaml with only the keys of the run's overlay changed.
+func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, bins binaries, o stackOverlay) *e2eStack {
 	t.Helper()
 	s := &e2eStack{t: t, dir: filepath.Join(base, "workspace"), stateDir: filepath.Join(base, "state")}
 	// The Kubernetes provider writes a copy of its kubeconfig, client key included, to
@@ -81,10 +82,10 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 	testenv.CopyProgram(t, root, s.dir)
 	s.cfgFile = filepath.Join(s.dir, "Pulumi."+stackName+".yaml")
 	shipped := filepath.Join(root, "Pulumi.kind.yaml")
-	if err := writeStackConfig(shipped, s.cfgFile, chartDir); err != nil {
+	if err := writeStackConfig(shipped, s.cfgFile, o); err != nil {
 		t.Fatal(err)
 	}
-	checkOverlay(t, shipped, s.cfgFile)
+	checkOverlay(t, shipped, s.cfgFile, o.keys())
 
 	env := map[string]string{
 		"PULUMI_BACKEND_URL":                          "file://" + filepath.ToSlash(filepath.Join(base, "state")),
@@ -106,6 +107,11 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 		"HELM_CACHE_HOME":  filepath.Join(base, "helm", "cache"),
 		"HELM_CONFIG_HOME": filepath.Join(base, "helm", "config"),
 		"HELM_DATA_HOME":   filepath.Join(base, "helm", "data"),
+		// The README's way for an oci:// mirror behind a private CA: the CA in the trust
+		// store of the machine that runs pulumi (the provider's registry client takes no
+		// CA file). It replaces the system's roots for the CLI and its plugins, which
+		// reach nothing else over TLS but the API server, whose CA the kubeconfig holds.
+		"SSL_CERT_FILE": o.mirrors.registry.CAFile,
 	}
 	s.cli = newPulumiCLI(t, bins.pulumi, logDir)
 	s.stack, err = auto.UpsertStackLocalSource(ctx, stackName, s.dir,
@@ -116,20 +122,59 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 	return s
 }
 
-// overlayKeys are the config keys, as dotted paths, in which the e2e stack file may differ
-// from the shipped Pulumi.kind.yaml: what an offline machine must change. Everything else
-// is the user's file as shipped (the kubeconfig comes from $KUBECONFIG and its context is
-// the one the shipped file names).
-var overlayKeys = []string{
-	// The test installs cert-manager's and Envoy Gateway's parts itself.
-	"kind.certManagerPresent", "kind.envoyGatewayPresent",
-	// The kcp-operator chart, generated from the upstream source (testenv.OperatorChart).
-	"operator.chartPath",
+// stackOverlay is what a run changes in the shipped Pulumi.kind.yaml: the chart sources
+// (the test's mirrors on loopback, as on an offline machine) and, for killed-up only,
+// cert-manager declared present.
+type stackOverlay struct {
+	mirrors chartMirrors
+	// certManagerPresent: the test runs cert-manager's controller itself, without its own
+	// approver (killed-up, approver_test.go); the stack then installs no cert-manager.
+	certManagerPresent bool
+}
+
+// chartMirrors serve the charts the kind stack installs, on loopback with TLS from a CA
+// of the test's own: cert-manager and the kcp-operator from a Helm repository, Envoy
+// Gateway from an OCI registry.
+type chartMirrors struct {
+	repository *testenv.ChartRepository
+	registry   *testenv.ChartRegistry
+}
+
+// overlayKeys are the config keys, as dotted paths, in which the e2e stack file differs
+// from the shipped Pulumi.kind.yaml, each with the reason: what an offline machine must
+// change. Everything else is the user's file as shipped (the kubeconfig comes from
+// $KUBECONFIG and its context is the one the shipped file names). checkOverlay fails
+// when the file changes a key not listed here, or leaves a listed key unchanged.
+var overlayKeys = map[string]string{
+	"operator.chartRepository":          "the kcp-operator chart from the test's Helm repository on loopback, an offline machine's mirror",
+	"operator.chartCAFile":              "that repository serves with a certificate of the test's CA",
+	"kind.certManagerChart.repository":  "cert-manager's chart from the same Helm repository",
+	"kind.certManagerChart.caFile":      "the same CA",
+	"kind.envoyGatewayChart.repository": "Envoy Gateway's chart from the test's OCI registry on loopback (its CA reaches the CLI through SSL_CERT_FILE, as the README says)",
+}
+
+// killedUpOverlayKeys are killed-up's: cert-manager is declared present instead of
+// installed from its chart, because kill 3 needs cert-manager without its own approver
+// and a test approver in its place, which the chart's release, with the values the
+// program gives it, cannot run (approver_test.go).
+var killedUpOverlayKeys = map[string]string{
+	"operator.chartRepository":          overlayKeys["operator.chartRepository"],
+	"operator.chartCAFile":              overlayKeys["operator.chartCAFile"],
+	"kind.envoyGatewayChart.repository": overlayKeys["kind.envoyGatewayChart.repository"],
+	"kind.certManagerPresent":           "the test runs cert-manager's controller without its own approver, so it can hold the hub credential's request until kill 3 has landed",
+}
+
+// keys are the overlay's keys with their reasons.
+func (o stackOverlay) keys() map[string]string {
+	if o.certManagerPresent {
+		return killedUpOverlayKeys
+	}
+	return overlayKeys
 }
 
 // writeStackConfig writes the e2e stack file: the shipped kind stack file with the
 // overlay's keys set.
-func writeStackConfig(kindFile, out, chartDir string) error {
+func writeStackConfig(kindFile, out string, o stackOverlay) error {
 	data, err := os.ReadFile(kindFile)
 	if err != nil {
 		return err
@@ -147,24 +192,47 @@ func writeStackConfig(kindFile, out, chartDir string) error {
 	if kind == nil {
 		kind = map[string]any{}
 	}
-	kind["certManagerPresent"] = true
-	kind["envoyGatewayPresent"] = true
+	repo, registry := o.mirrors.repository, o.mirrors.registry
+	if o.certManagerPresent {
+		kind["certManagerPresent"] = true
+	} else {
+		kind["certManagerChart"] = map[string]any{"repository": repo.URL, "caFile": repo.CAFile}
+	}
+	kind["envoyGatewayChart"] = map[string]any{"repository": registry.Source().Repository}
 	cfg[key("kind")] = kind
-	cfg[key("operator")] = map[string]any{"chartPath": chartDir}
+	operator, _ := cfg[key("operator")].(map[string]any)
+	if operator == nil {
+		operator = map[string]any{}
+	}
+	operator["chartRepository"], operator["chartCAFile"] = repo.URL, repo.CAFile
+	cfg[key("operator")] = operator
 	encoded, err := yaml.Marshal(map[string]any{"config": cfg})
 	if err != nil {
 		return err
 	}
-	header := "# Written by tests/e2e from Pulumi.kind.yaml: cert-manager and Envoy Gateway present,\n" +
-		"# the kcp-operator chart from a local directory the test generates.\n"
-	return os.WriteFile(out, append([]byte(header), encoded...), 0o600)
+	header := "# Written by tests/e2e from Pulumi.kind.yaml: the charts from the test's mirrors on loopback"
+	if o.certManagerPresent {
+		header += ",\n# cert-manager present (the test runs its controller)"
+	}
+	return os.WriteFile(out, append([]byte(header+".\n"), encoded...), 0o600)
 }
 
 // checkOverlay fails the test when the stack file differs from the shipped one in a key
-// that overlayKeys does not list: the e2e runs what a user runs.
-func checkOverlay(t *testing.T, shippedFile, stackFile string) {
+// that the overlay does not list, or leaves a listed key as shipped: the e2e runs what a
+// user runs, and the list says exactly what it changes.
+func checkOverlay(t *testing.T, shippedFile, stackFile string, listed map[string]string) {
 	t.Helper()
-	read := func(path string) map[string]any {
+	changed, err := overlayDiff(shippedFile, stackFile, listed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the e2e stack file is the shipped Pulumi.kind.yaml with %v set", changed)
+}
+
+// overlayDiff returns the keys in which stackFile differs from shippedFile, or an error
+// naming the keys that listed does not hold and those it holds that are unchanged.
+func overlayDiff(shippedFile, stackFile string, listed map[string]string) ([]string, error) {
+	read := func(path string) (map[string]any, error) {
 		var f struct {
 			Config map[string]any `yaml:"config"`
 		}
@@ -173,23 +241,37 @@ func checkOverlay(t *testing.T, shippedFile, stackFile string) {
 			err = yaml.Unmarshal(data, &f)
 		}
 		if err != nil {
-			t.Fatalf("%s: %v", path, err)
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return f.Config
+		return f.Config, nil
+	}
+	shipped, err := read(shippedFile)
+	if err != nil {
+		return nil, err
+	}
+	stack, err := read(stackFile)
+	if err != nil {
+		return nil, err
 	}
 	var changed []string
-	diffPaths("", read(shippedFile), read(stackFile), &changed)
+	diffPaths("", shipped, stack, &changed)
 	sort.Strings(changed)
-	var unlisted []string
+	var unlisted, unchanged []string
 	for _, k := range changed {
-		if !slices.Contains(overlayKeys, k) {
+		if _, ok := listed[k]; !ok {
 			unlisted = append(unlisted, k)
 		}
 	}
-	if len(unlisted) > 0 {
-		t.Fatalf("the e2e stack file changes %v of the shipped Pulumi.kind.yaml, which the overlay does not list (%v)", unlisted, overlayKeys)
+	for _, k := range slices.Sorted(maps.Keys(listed)) {
+		if !slices.Contains(changed, k) {
+			unchanged = append(unchanged, k)
+		}
 	}
-	t.Logf("the e2e stack file is the shipped Pulumi.kind.yaml with %v set", changed)
+	if len(unlisted) > 0 || len(unchanged) > 0 {
+		return changed, fmt.Errorf("the e2e stack file changes %v of the shipped Pulumi.kind.yaml, which the overlay does not list, and leaves %v it lists as shipped (overlay: %v)",
+			unlisted, unchanged, slices.Sorted(maps.Keys(listed)))
+	}
+	return changed, nil
 }
 
 // diffPaths appends the dotted paths (without the project's prefix) at which a and b
@@ -320,21 +402,6 @@ func (s *e2eStack) render() rendered {
 	return rendered{cfg: cfg, values: values, rec: rec, objects: plan.KubernetesObjects(rec)}
 }
 
-// kinds are the "<group>/<Kind>" of every Kubernetes object the plan declares.
-func (r rendered) kinds() map[string]bool {
-	kinds := map[string]bool{}
-	for _, o := range r.objects {
-		apiVersion, _ := o.Manifest["apiVersion"].(string)
-		kind, _ := o.Manifest["kind"].(string)
-		group := ""
-		if g, _, found := strings.Cut(apiVersion, "/"); found {
-			group = g
-		}
-		kinds[group+"/"+kind] = true
-	}
-	return kinds
-}
-
 // urnOf returns the URN of the declared Kubernetes object of a kind and metadata name.
 func (r rendered) urnOf(kind, name string) string {
 	for _, o := range r.objects {
@@ -346,9 +413,12 @@ func (r rendered) urnOf(kind, name string) string {
 }
 
 // releaseURN is the URN of the kcp-operator Helm release.
-func (r rendered) releaseURN() string {
+func (r rendered) releaseURN() string { return r.releaseURNOf(naming.OperatorReleaseName) }
+
+// releaseURNOf is the URN of the Helm release of that name, or "" if the plan has none.
+func (r rendered) releaseURNOf(name string) string {
 	for _, res := range r.rec.ByType("kubernetes:helm.sh/v3:Release") {
-		if v, ok := res.Inputs["name"]; ok && v.IsString() && v.StringValue() == naming.OperatorReleaseName {
+		if v, ok := res.Inputs["name"]; ok && v.IsString() && v.StringValue() == name {
 			return res.URN
 		}
 	}
