@@ -45,7 +45,8 @@ var addOnCRDGroups = []string{"cert-manager.io", "acme.cert-manager.io", "gatewa
 
 // addOnHookLeftovers are what the add-ons leave besides their CRDs and namespaces when
 // their releases are uninstalled, and why: Helm does not track a hook's objects as part of
-// the release, and what a controller writes at run time is not the chart's.
+// the release, and what a controller writes at run time is not the chart's. The
+// kcp-operator's release is not uninstalled, and leaves its cluster-wide RBAC.
 var addOnHookLeftovers = map[string]string{
 	"ServiceAccount envoy-gateway-system/envoy-gateway-gateway-helm-certgen":            "gateway-helm's certgen RBAC, a pre-install hook (its Job goes 30 s after it finished)",
 	"Role envoy-gateway-system/envoy-gateway-gateway-helm-certgen":                      "gateway-helm's certgen RBAC, a pre-install hook",
@@ -58,7 +59,14 @@ var addOnHookLeftovers = map[string]string{
 	"Secret envoy-gateway-system/envoy-rate-limit":                                      "written by certgen",
 	"Secret envoy-gateway-system/envoy-oidc-hmac":                                       "written by certgen",
 	"Secret cert-manager/cert-manager-webhook-ca":                                       "written by cert-manager's webhook for its serving certificate",
+	// The kcp-operator chart's templates/rbac.yaml names these <namespace>:<fullname> and
+	// <namespace>:<fullname>:<service account>; the fullname and the service account are
+	// the release's name.
+	"ClusterRole " + naming.NamespaceOperator + ":" + naming.OperatorReleaseName:                                           operatorRBACKept,
+	"ClusterRoleBinding " + naming.NamespaceOperator + ":" + naming.OperatorReleaseName + ":" + naming.OperatorReleaseName: operatorRBACKept,
 }
+
+const operatorRBACKept = "the kcp-operator release's cluster-wide RBAC: destroy does not uninstall that release, it deletes the operator's namespace"
 
 // leftoverKinds are the kinds destroy's search for what the add-ons leave looks at: in
 // the add-ons' namespaces everything of these kinds, cluster-wide the objects whose name

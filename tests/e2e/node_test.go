@@ -79,13 +79,9 @@ func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []stri
 	for _, c := range testenv.CertManagerComponents {
 		images = append(images, testenv.CertManagerImage(c, p.cfg.Versions.CertManager, bins.certManagerImages[c]))
 	}
-	var tarballs []string
-	for _, img := range images {
-		out := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
-		if err := testenv.WriteImage(img, out); err != nil {
-			t.Fatal(err)
-		}
-		tarballs = append(tarballs, out)
+	tarballs, err := testenv.WriteImages(images, dir)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("node images written in %s", time.Since(start).Round(time.Millisecond))
 	return tarballs

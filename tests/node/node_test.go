@@ -94,18 +94,14 @@ func TestRealNodeRunsPodsWithNothingLeavingTheMachine(t *testing.T) {
 	if err := os.MkdirAll(images, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var tarballs []string
-	for _, img := range []testenv.Image{
+	tarballs, err := testenv.WriteImages([]testenv.Image{
 		testenv.PauseImage(testenv.BuildPause(t, images)),
 		testenv.CoreDNSImage(testenv.KubeadmCoreDNSImage(), coredns),
 		testenv.BusyboxImage(probeImage, busybox, "sh", "nslookup", "cat"),
 		testenv.EtcdImage(kindEtcdImage(t), etcdImageBins[0], etcdImageBins[1], etcdImageBins[2]),
-	} {
-		out := filepath.Join(images, strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
-		if err := testenv.WriteImage(img, out); err != nil {
-			t.Fatal(err)
-		}
-		tarballs = append(tarballs, out)
+	}, images)
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	apiPort := server.Port()

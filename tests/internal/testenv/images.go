@@ -4,12 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -64,9 +68,19 @@ func WriteImage(img Image, out string) error {
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Ref, err)
 	}
+	// Compressed once here: given an uncompressed layer, go-containerregistry compresses
+	// it again for its digest and for the tarball. BestSpeed: the node unpacks it at once.
+	var compressed bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&compressed, gzip.BestSpeed)
+	if _, err := zw.Write(layerTar); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	}, tarball.WithCompressionLevel(gzip.BestSpeed)) // the node unpacks it at once
+		return io.NopCloser(bytes.NewReader(compressed.Bytes())), nil
+	})
 	if err != nil {
 		return err
 	}
@@ -94,6 +108,28 @@ func WriteImage(img Image, out string) error {
 		refs[r] = image
 	}
 	return tarball.MultiRefWriteToFile(out, refs)
+}
+
+// WriteImages writes each image as WriteImage does, into dir, named after its Ref, two
+// or more at a time (each compresses on one core), and returns the tarballs' paths in
+// the order of images.
+func WriteImages(images []Image, dir string) ([]string, error) {
+	out := make([]string, len(images))
+	errs := make([]error, len(images))
+	limit := make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+	var wg sync.WaitGroup
+	for i, img := range images {
+		out[i] = filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			errs[i] = WriteImage(img, out[i])
+		}()
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
 }
 
 // layerOf is a tar stream of files, with every parent directory before its contents.
