@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -81,6 +82,34 @@ type Node struct {
 	netnsSeen                  map[string]bool
 }
 
+// importImages imports the image tarballs into containerd and unpacks them, two at a
+// time: an unpack is mostly one core's decompression.
+func (n *Node) importImages(t *testing.T, images []string) {
+	t.Helper()
+	start := time.Now()
+	failures := make([]string, len(images))
+	limit := make(chan struct{}, 2)
+	var wg sync.WaitGroup
+	for i, img := range images {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			limit <- struct{}{}
+			defer func() { <-limit }()
+			if out, err := n.ctr("images", "import", "--no-unpack=false", img); err != nil {
+				failures[i] = fmt.Sprintf("importing %s into containerd: %v\n%s", img, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, f := range failures {
+		if f != "" {
+			t.Fatal(f)
+		}
+	}
+	t.Logf("%d images imported into containerd in %s", len(images), time.Since(start).Round(time.Millisecond))
+}
+
 // StartNode starts containerd, imports the images, then starts the kubelet and
 // kube-proxy, and waits until the node is Ready. The caller must have checked the
 // network (NodeNetwork.Check) before: the kubelet starts pods as soon as it registers.
@@ -121,11 +150,7 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	}); err != nil {
 		t.Fatalf("containerd did not start: %v\n%s", err, n.containerd.Tail(30))
 	}
-	for _, img := range opts.Images {
-		if out, err := n.ctr("images", "import", "--no-unpack=false", img); err != nil {
-			t.Fatalf("importing %s into containerd: %v\n%s", img, err, out)
-		}
-	}
+	n.importImages(t, opts.Images)
 
 	ports := freePortsOn(t, opts.Network.Gateway.String(), 1)
 	n.KubeletPort = ports[0]
