@@ -61,26 +61,10 @@ func TestServedChartsArePulledOnlyWithTheTestCA(t *testing.T) {
 	start := time.Now()
 
 	root := testenv.RepoRoot(t)
-	src := t.TempDir()
-	operator, err := testenv.OperatorChart(src, testenv.CRDsDir(root), testenv.ThirdpartyDir(root))
-	if err != nil {
-		t.Fatalf("the kcp-operator chart: %v", err)
-	}
-	certManager, err := testenv.CertManagerChart(ctx, config.DefaultCertManagerVersion, src)
-	if err != nil {
-		t.Fatalf("the cert-manager chart: %v", err)
-	}
-	envoyGateway, err := testenv.EnvoyGatewayChart(ctx, config.DefaultEnvoyGatewayVersion, src)
-	if err != nil {
-		t.Fatalf("the Envoy Gateway chart: %v", err)
-	}
-	ca, err := testenv.NewCA("railgrid-kcp-chart-mirrors-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
 	publisher := testenv.Helm{Bin: helmBin, Home: t.TempDir()}
-	repo := testenv.ServeChartRepository(t, ctx, publisher, ca, certManager, operator)
-	registry := testenv.ServeChartRegistry(t, ctx, publisher, ca, envoyGateway)
+	mirrors := testenv.ServeKindCharts(t, ctx, publisher, t.TempDir(), testenv.CRDsDir(root), testenv.ThirdpartyDir(root),
+		config.DefaultCertManagerVersion, config.DefaultEnvoyGatewayVersion)
+	repo, registry := mirrors.Repository, mirrors.Registry
 	t.Logf("charts built and served in %s: the Helm repository %s, the OCI registry %s",
 		time.Since(start).Round(time.Millisecond), repo.URL, registry.Repository)
 

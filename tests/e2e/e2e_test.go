@@ -157,13 +157,11 @@ func newEnv(t *testing.T, ctx context.Context, bins binaries, src sources, opts 
 	return e
 }
 
-// serveCharts writes the three charts the kind stack installs, from their upstream
-// sources at the versions the shipped stack file pins, and serves them on loopback as an
-// offline machine's mirrors (tests/charts checks these mirrors with the Helm CLI):
-// cert-manager's and the kcp-operator's from a Helm repository, Envoy Gateway's from an
-// OCI registry, both over https with a certificate of a CA of this run's own. They stop
-// when the run ends.
-func serveCharts(t *testing.T, ctx context.Context, bins binaries, src sources, dir string) chartMirrors {
+// serveCharts serves the three charts the kind stack installs, at the versions the
+// shipped stack file pins, on loopback as an offline machine's mirrors
+// (testenv.ServeKindCharts; tests/charts checks these mirrors with the Helm CLI). They
+// stop when the run ends.
+func serveCharts(t *testing.T, ctx context.Context, bins binaries, src sources, dir string) testenv.KindChartMirrors {
 	t.Helper()
 	start := time.Now()
 	shipped, err := config.ParseStackFile(filepath.Join(src.root, "Pulumi.kind.yaml"))
@@ -171,29 +169,10 @@ func serveCharts(t *testing.T, ctx context.Context, bins binaries, src sources, 
 		t.Fatal(err)
 	}
 	v := shipped.Versions
-	operator, err := testenv.OperatorChart(dir, src.crds, src.thirdparty)
-	if err != nil {
-		t.Fatalf("generating the kcp-operator chart: %v", err)
-	}
-	certManager, err := testenv.CertManagerChart(ctx, v.CertManager, dir)
-	if err != nil {
-		t.Fatalf("writing cert-manager's chart: %v", err)
-	}
-	envoyGateway, err := testenv.EnvoyGatewayChart(ctx, v.EnvoyGateway, dir)
-	if err != nil {
-		t.Fatalf("writing Envoy Gateway's chart: %v", err)
-	}
-	ca, err := testenv.NewCA("railgrid-e2e-chart-mirrors-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
 	publisher := testenv.Helm{Bin: bins.helm, Home: filepath.Join(dir, "helm")}
-	m := chartMirrors{
-		repository: testenv.ServeChartRepository(t, ctx, publisher, ca, certManager, operator),
-		registry:   testenv.ServeChartRegistry(t, ctx, publisher, ca, envoyGateway),
-	}
+	m := testenv.ServeKindCharts(t, ctx, publisher, dir, src.crds, src.thirdparty, v.CertManager, v.EnvoyGateway)
 	t.Logf("chart mirrors on loopback in %s: cert-manager %s and the kcp-operator at %s, Envoy Gateway %s at %s",
-		time.Since(start).Round(time.Millisecond), v.CertManager, m.repository.URL, v.EnvoyGateway, m.registry.Repository)
+		time.Since(start).Round(time.Millisecond), v.CertManager, m.Repository.URL, v.EnvoyGateway, m.Registry.Repository)
 	return m
 }
 

@@ -27,9 +27,9 @@ func TestTheE2EStackFileChangesExactlyItsListedKeys(t *testing.T) {
 	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mirrors := chartMirrors{
-		repository: &testenv.ChartRepository{URL: "https://127.0.0.1:8443", CAFile: caFile},
-		registry:   &testenv.ChartRegistry{Repository: config.OCIScheme + "127.0.0.1:8444/charts", CAFile: caFile},
+	mirrors := testenv.KindChartMirrors{
+		Repository: &testenv.ChartRepository{URL: "https://127.0.0.1:8443", CAFile: caFile},
+		Registry:   &testenv.ChartRegistry{Repository: config.OCIScheme + "127.0.0.1:8444/charts", CAFile: caFile},
 	}
 	for _, o := range []stackOverlay{{mirrors: mirrors}, {mirrors: mirrors, certManagerPresent: true}} {
 		out := filepath.Join(dir, "Pulumi.e2e.yaml")

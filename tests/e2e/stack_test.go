@@ -111,7 +111,7 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 		// store of the machine that runs pulumi (the provider's registry client takes no
 		// CA file). It replaces the system's roots for the CLI and its plugins, which
 		// reach nothing else over TLS but the API server, whose CA the kubeconfig holds.
-		"SSL_CERT_FILE": o.mirrors.registry.CAFile,
+		"SSL_CERT_FILE": o.mirrors.Registry.CAFile,
 	}
 	s.cli = newPulumiCLI(t, bins.pulumi, logDir)
 	s.stack, err = auto.UpsertStackLocalSource(ctx, stackName, s.dir,
@@ -126,18 +126,10 @@ func newStack(t *testing.T, ctx context.Context, root, base string, c *cluster, 
 // (the test's mirrors on loopback, as on an offline machine) and, for killed-up only,
 // cert-manager declared present.
 type stackOverlay struct {
-	mirrors chartMirrors
+	mirrors testenv.KindChartMirrors
 	// certManagerPresent: the test runs cert-manager's controller itself, without its own
 	// approver (killed-up, approver_test.go); the stack then installs no cert-manager.
 	certManagerPresent bool
-}
-
-// chartMirrors serve the charts the kind stack installs, on loopback with TLS from a CA
-// of the test's own: cert-manager and the kcp-operator from a Helm repository, Envoy
-// Gateway from an OCI registry.
-type chartMirrors struct {
-	repository *testenv.ChartRepository
-	registry   *testenv.ChartRegistry
 }
 
 // overlayKeys are the config keys, as dotted paths, in which the e2e stack file differs
@@ -192,7 +184,7 @@ func writeStackConfig(kindFile, out string, o stackOverlay) error {
 	if kind == nil {
 		kind = map[string]any{}
 	}
-	repo, registry := o.mirrors.repository, o.mirrors.registry
+	repo, registry := o.mirrors.Repository, o.mirrors.Registry
 	if o.certManagerPresent {
 		kind["certManagerPresent"] = true
 	} else {

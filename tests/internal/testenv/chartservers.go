@@ -116,6 +116,44 @@ func ServeChartRegistry(t *testing.T, ctx context.Context, helm Helm, ca *CA, ch
 	return r
 }
 
+// KindChartMirrors serve the three charts the kind stack installs.
+type KindChartMirrors struct {
+	// Repository holds cert-manager's chart and the kcp-operator's.
+	Repository *ChartRepository
+	// Registry holds Envoy Gateway's gateway-helm.
+	Registry *ChartRegistry
+}
+
+// ServeKindCharts writes the three charts the kind stack installs from their upstream
+// sources into dir (cert-manager's and Envoy Gateway's at the versions given, the
+// kcp-operator's from the chart and CRDs of crdsDir and thirdpartyDir), and serves them
+// on loopback as an offline machine's mirrors, both with a certificate of one new CA:
+// cert-manager's and the kcp-operator's from a Helm repository, Envoy Gateway's from an
+// OCI registry. helm publishes them.
+func ServeKindCharts(t *testing.T, ctx context.Context, helm Helm, dir, crdsDir, thirdpartyDir, certManagerVersion, envoyGatewayVersion string) KindChartMirrors {
+	t.Helper()
+	operator, err := OperatorChart(dir, crdsDir, thirdpartyDir)
+	if err != nil {
+		t.Fatalf("generating the kcp-operator chart: %v", err)
+	}
+	certManager, err := CertManagerChart(ctx, certManagerVersion, dir)
+	if err != nil {
+		t.Fatalf("writing cert-manager's chart: %v", err)
+	}
+	envoyGateway, err := EnvoyGatewayChart(ctx, envoyGatewayVersion, dir)
+	if err != nil {
+		t.Fatalf("writing Envoy Gateway's chart: %v", err)
+	}
+	ca, err := NewCA("railgrid-kcp-chart-mirrors-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return KindChartMirrors{
+		Repository: ServeChartRepository(t, ctx, helm, ca, certManager, operator),
+		Registry:   ServeChartRegistry(t, ctx, helm, ca, envoyGateway),
+	}
+}
+
 // serveTLS serves handler over https on a free port of 127.0.0.1 with a certificate for
 // 127.0.0.1 issued by ca, until the test ends, and returns the address (host:port).
 // logger, which writes to a serverLog, takes the server's errors (failed TLS handshakes)
