@@ -43,11 +43,11 @@ var addOnReleases = []addOnRelease{
 // installs and never deletes.
 var addOnCRDGroups = []string{"cert-manager.io", "acme.cert-manager.io", "gateway.networking.k8s.io", "gateway.envoyproxy.io"}
 
-// addOnHookLeftovers are what the add-ons leave besides their CRDs and namespaces when
+// addOnLeftovers are what the add-ons leave besides their CRDs and namespaces when
 // their releases are uninstalled, and why: Helm does not track a hook's objects as part of
 // the release, and what a controller writes at run time is not the chart's. The
 // kcp-operator's release is not uninstalled, and leaves its cluster-wide RBAC.
-var addOnHookLeftovers = map[string]string{
+var addOnLeftovers = map[string]string{
 	"ServiceAccount envoy-gateway-system/envoy-gateway-gateway-helm-certgen":            "gateway-helm's certgen RBAC, a pre-install hook (its Job goes 30 s after it finished)",
 	"Role envoy-gateway-system/envoy-gateway-gateway-helm-certgen":                      "gateway-helm's certgen RBAC, a pre-install hook",
 	"RoleBinding envoy-gateway-system/envoy-gateway-gateway-helm-certgen":               "gateway-helm's certgen RBAC, a pre-install hook",
@@ -146,7 +146,7 @@ func addOnCRDs(ctx context.Context, c *cluster) ([]string, error) {
 // checkAddOnsAfterDestroy checks what destroy leaves of the add-ons and the kcp-operator's
 // release: their CRDs (crdsBefore, every one kept; the operator's checkAfterDestroy
 // checks), the namespaces Helm created, and of their other objects only
-// addOnHookLeftovers; every Deployment of the three releases and every Helm record is
+// addOnLeftovers; every Deployment of the three releases and every Helm record is
 // gone, and so is the operator's namespace. It returns what stays, each with the reason.
 func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crdsBefore []string) (kept []string) {
 	t.Helper()
@@ -208,7 +208,7 @@ func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crds
 	}
 	var unexpected []string
 	for _, o := range objects {
-		if why, ok := addOnHookLeftovers[o]; ok {
+		if why, ok := addOnLeftovers[o]; ok {
 			kept = append(kept, o+" ("+why+")")
 		} else if !strings.HasPrefix(o, "Deployment ") {
 			unexpected = append(unexpected, o)
@@ -217,7 +217,7 @@ func checkAddOnsAfterDestroy(t *testing.T, ctx context.Context, c *cluster, crds
 	if len(unexpected) > 0 {
 		t.Errorf("destroy left objects of the add-ons that nothing says stay:%s", indent(unexpected))
 	}
-	for o := range addOnHookLeftovers {
+	for o := range addOnLeftovers {
 		if !slices.Contains(objects, o) {
 			t.Logf("listed as left by the add-ons, but gone after destroy: %s", o)
 		}

@@ -4,16 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -71,7 +68,10 @@ func WriteImage(img Image, out string) error {
 	// Compressed once here: given an uncompressed layer, go-containerregistry compresses
 	// it again for its digest and for the tarball. BestSpeed: the node unpacks it at once.
 	var compressed bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&compressed, gzip.BestSpeed)
+	zw, err := gzip.NewWriterLevel(&compressed, gzip.BestSpeed)
+	if err != nil {
+		return err
+	}
 	if _, err := zw.Write(layerTar); err != nil {
 		return err
 	}
@@ -111,25 +111,13 @@ func WriteImage(img Image, out string) error {
 }
 
 // WriteImages writes each image as WriteImage does, into dir, named after its Ref, two
-// or more at a time (each compresses on one core), and returns the tarballs' paths in
-// the order of images.
+// at a time, and returns the tarballs' paths in the order of images.
 func WriteImages(images []Image, dir string) ([]string, error) {
 	out := make([]string, len(images))
-	errs := make([]error, len(images))
-	limit := make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
-	var wg sync.WaitGroup
 	for i, img := range images {
 		out[i] = filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(img.Ref)+".tar")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			limit <- struct{}{}
-			defer func() { <-limit }()
-			errs[i] = WriteImage(img, out[i])
-		}()
 	}
-	wg.Wait()
-	return out, errors.Join(errs...)
+	return out, twoAtATime(len(images), func(i int) error { return WriteImage(images[i], out[i]) })
 }
 
 // layerOf is a tar stream of files, with every parent directory before its contents.

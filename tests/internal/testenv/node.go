@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -87,25 +86,14 @@ type Node struct {
 func (n *Node) importImages(t *testing.T, images []string) {
 	t.Helper()
 	start := time.Now()
-	failures := make([]string, len(images))
-	limit := make(chan struct{}, 2)
-	var wg sync.WaitGroup
-	for i, img := range images {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			limit <- struct{}{}
-			defer func() { <-limit }()
-			if out, err := n.ctr("images", "import", "--no-unpack=false", img); err != nil {
-				failures[i] = fmt.Sprintf("importing %s into containerd: %v\n%s", img, err, out)
-			}
-		}()
-	}
-	wg.Wait()
-	for _, f := range failures {
-		if f != "" {
-			t.Fatal(f)
+	err := twoAtATime(len(images), func(i int) error {
+		if out, err := n.ctr("images", "import", "--no-unpack=false", images[i]); err != nil {
+			return fmt.Errorf("importing %s into containerd: %v\n%s", images[i], err, out)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("%d images imported into containerd in %s", len(images), time.Since(start).Round(time.Millisecond))
 }
