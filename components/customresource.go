@@ -8,6 +8,9 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+
+	"github.com/railgrid/railgrid-kcp/components/kcpapi"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // objectMeta identifies a custom resource of another project's API.
@@ -52,16 +55,24 @@ func toUntyped(spec any) (map[string]any, error) {
 	return out, err
 }
 
-// gatewayAddress is the first address a Gateway reports in its status, once programmed.
-func gatewayAddress(gateway *apiextensions.CustomResource) pulumi.StringOutput {
-	return gateway.OtherFields.ApplyT(func(fields map[string]any) string {
-		status, _ := fields["status"].(map[string]any)
-		addresses, _ := status["addresses"].([]any)
-		if len(addresses) == 0 {
-			return ""
-		}
-		first, _ := addresses[0].(map[string]any)
-		value, _ := first["value"].(string)
-		return value
-	}).(pulumi.StringOutput)
+// waitForAvailable is what the provider awaits on a kcp object: the operator's
+// Available condition.
+const waitForAvailable = "condition=Available"
+
+// kcpObjectTimeoutSeconds bounds every wait for a kcp object's Available condition:
+// the operator needs cert-manager to issue every certificate and the pods to roll out.
+const kcpObjectTimeoutSeconds = "1800"
+
+// newKcpObject declares one operator.kcp.io object in kcp-system from a typed spec. It
+// carries pulumi.com/waitFor so that the provider reports it created only when the
+// operator marks it Available, and dependents start after that.
+func newKcpObject(ctx *pulumi.Context, name, kind, objectName string, spec any, annotations map[string]string, opts ...pulumi.ResourceOption) (*apiextensions.CustomResource, error) {
+	all := map[string]string{
+		naming.AnnotationWaitFor:        waitForAvailable,
+		naming.AnnotationTimeoutSeconds: kcpObjectTimeoutSeconds,
+	}
+	for k, v := range annotations {
+		all[k] = v
+	}
+	return newUntyped(ctx, name, objectMeta{APIVersion: kcpapi.APIVersion, Kind: kind, Name: objectName, Namespace: naming.NamespaceKcp, Annotations: all}, spec, opts...)
 }

@@ -6,11 +6,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
-
-// ResponsePolicyName is the Cloud DNS response policy the gke stack creates when the
-// config does not name an existing one.
-const ResponsePolicyName = "railgrid-kcp"
 
 // cloudDNSResponsePolicy is the GKE split horizon. kube-dns forwards every name outside
 // cluster.local to the VPC resolver, where a response policy bound to the cluster's
@@ -39,7 +36,7 @@ func (c cloudDNSResponsePolicy) DeclareRecords(ctx *pulumi.Context, name string,
 	if c.dns.ExistingResponsePolicy == "" {
 		policy, err := dns.NewResponsePolicy(ctx, name+"-policy", &dns.ResponsePolicyArgs{
 			Project:            pulumi.String(c.project),
-			ResponsePolicyName: pulumi.String(ResponsePolicyName),
+			ResponsePolicyName: pulumi.String(naming.ResponsePolicyName),
 			Description:        pulumi.String("railgrid-kcp split horizon: kcp shard hostnames answer with their in-cluster Service"),
 			Networks:           dns.ResponsePolicyNetworkArray{&dns.ResponsePolicyNetworkArgs{NetworkUrl: pulumi.String(c.cluster.NetworkURL)}},
 			GkeClusters:        dns.ResponsePolicyGkeClusterArray{&dns.ResponsePolicyGkeClusterArgs{GkeClusterName: pulumi.String(c.cluster.ID)}},

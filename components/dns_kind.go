@@ -14,19 +14,11 @@ import (
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// The kind (kubeadm) CoreDNS this backend extends, in naming.NamespaceKubeSystem. The
+// The kind (kubeadm) CoreDNS this backend extends (naming.CoreDNSDeployment). The
 // hosts ConfigMap (naming.SplitHorizonHostsConfigMap) is the only part that changes with
 // the shards, and deleting it (destroy) removes every answer again; the Corefile
-// ConfigMap (naming.SplitHorizonCorefileConfigMap) is mounted over CorefilePath.
+// ConfigMap (naming.SplitHorizonCorefileConfigMap) is mounted over naming.CorefilePath.
 const (
-	CoreDNSConfigMap  = "coredns"
-	CoreDNSDeployment = "coredns"
-	CoreDNSContainer  = "coredns"
-
-	// CoreDNSConfigVolume is kubeadm's volume of the Corefile, mounted at /etc/coredns.
-	CoreDNSConfigVolume    = "config-volume"
-	CorefileKey            = "Corefile"
-	CorefilePath           = "/etc/coredns/Corefile"
 	corefileHashAnnotation = "railgrid.io/corefile-sha256"
 	SplitHorizonHostsKey   = "hosts"
 	// Outside /etc/coredns: that is a read-only ConfigMap volume, in which the runtime
@@ -44,20 +36,29 @@ const (
 // kubeadm's config-volume at it. That ConfigMap name is the one field the patch takes
 // from kubeadm, by force; nothing can be mounted over or beside the Corefile instead,
 // because /etc/coredns is kubeadm's read-only ConfigMap volume, in which runc refuses a
-// mount (a subPath mount of our Corefile there kept CoreDNS from starting on a real
-// node). Everything else the patch adds (the hosts volume and its mount, a template
-// annotation) is new, keyed by name or mount path.
+// mount (with a subPath mount of our Corefile there, CoreDNS does not start). Everything
+// else the patch adds (the hosts volume and its mount, a template annotation) is new,
+// keyed by name or mount path.
 //
 // On destroy the hosts ConfigMap goes (every answer with it); the Corefile ConfigMap and
 // the Deployment patch are retained: the pods mount the Corefile, and without it
 // CoreDNS would have no configuration. The retained stanza then reads an absent hosts
 // file (its volume is optional) and falls through.
-type coreDNSHosts struct{}
+//
+// issuer, when set, is one more answer: the OIDC issuer's hostname and the ClusterIP of
+// its Service (kind.issuerClusterIP). It is in the same file, so it is published with
+// the shards' answers; kcp keeps serving meanwhile, and retries the issuer's discovery.
+type coreDNSHosts struct {
+	issuer *HostRecord
+}
 
-func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, answersAfter []pulumi.Resource, opts ...pulumi.ResourceOption) error {
+func (d coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []HostRecord, answersAfter []pulumi.Resource, opts ...pulumi.ResourceOption) error {
 	var lines []string
 	for _, r := range records {
 		lines = append(lines, fmt.Sprintf("%s %s", r.ClusterIP, r.Hostname))
+	}
+	if d.issuer != nil {
+		lines = append(lines, fmt.Sprintf("%s %s", d.issuer.ClusterIP, d.issuer.Hostname))
 	}
 	if _, err := corev1.NewConfigMap(ctx, name+"-hosts", &corev1.ConfigMapArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.SplitHorizonHostsConfigMap), Namespace: pulumi.String(naming.NamespaceKubeSystem)},
@@ -69,23 +70,23 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 	// The Corefile and its mount serve every answer and do not wait for the shards: a
 	// preview then knows their content, and adding a shard shows no change to them.
 	// Until the hosts ConfigMap exists, the stanza reads an absent file and falls through.
-	live, err := corev1.GetConfigMap(ctx, name+"-corefile-live", pulumi.ID(naming.NamespaceKubeSystem+"/"+CoreDNSConfigMap), nil, opts...)
+	live, err := readConfigMap(ctx, name+"-corefile-live", naming.NamespaceKubeSystem, naming.CoreDNSConfigMap, opts...)
 	if err != nil {
 		return err
 	}
-	corefile := live.Data.MapIndex(pulumi.String(CorefileKey)).ApplyT(withSplitHorizonHosts).(pulumi.StringOutput)
+	corefile := live.Data.MapIndex(pulumi.String(naming.CorefileKey)).ApplyT(withSplitHorizonHosts).(pulumi.StringOutput)
 	retained := append(append([]pulumi.ResourceOption{}, opts...), pulumi.RetainOnDelete(true))
 	corefileMap, err := corev1.NewConfigMap(ctx, name+"-corefile", &corev1.ConfigMapArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.SplitHorizonCorefileConfigMap), Namespace: pulumi.String(naming.NamespaceKubeSystem)},
-		Data:     pulumi.StringMap{CorefileKey: corefile},
+		Data:     pulumi.StringMap{naming.CorefileKey: corefile},
 	}, retained...)
 	if err != nil {
 		return err
 	}
 	_, err = appsv1.NewDeploymentPatch(ctx, name+"-coredns-volume", &appsv1.DeploymentPatchArgs{
 		// Forced: the config-volume's ConfigMap name is kubeadm's field (see above).
-		Metadata: &metav1.ObjectMetaPatchArgs{Name: pulumi.String(CoreDNSDeployment), Namespace: pulumi.String(naming.NamespaceKubeSystem),
-			Annotations: pulumi.StringMap{patchForceAnnotation: pulumi.String("true")}},
+		Metadata: &metav1.ObjectMetaPatchArgs{Name: pulumi.String(naming.CoreDNSDeployment), Namespace: pulumi.String(naming.NamespaceKubeSystem),
+			Annotations: pulumi.StringMap{naming.AnnotationPatchForce: pulumi.String("true")}},
 		Spec: &appsv1.DeploymentSpecPatchArgs{Template: &corev1.PodTemplateSpecPatchArgs{
 			// A new Corefile rolls the pods at once, instead of waiting for the kubelet's
 			// ConfigMap sync and CoreDNS's reload.
@@ -94,7 +95,7 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 			}},
 			Spec: &corev1.PodSpecPatchArgs{
 				Containers: corev1.ContainerPatchArray{&corev1.ContainerPatchArgs{
-					Name: pulumi.String(CoreDNSContainer),
+					Name: pulumi.String(naming.CoreDNSContainer),
 					VolumeMounts: corev1.VolumeMountPatchArray{
 						&corev1.VolumeMountPatchArgs{Name: pulumi.String(naming.SplitHorizonHostsConfigMap), MountPath: pulumi.String(splitHorizonMountPath), ReadOnly: pulumi.Bool(true)},
 					},
@@ -109,7 +110,7 @@ func (coreDNSHosts) DeclareRecords(ctx *pulumi.Context, name string, records []H
 					// optional: a missing Corefile must keep the pod from starting rather
 					// than start CoreDNS on an empty file.
 					&corev1.VolumePatchArgs{
-						Name:      pulumi.String(CoreDNSConfigVolume),
+						Name:      pulumi.String(naming.CoreDNSConfigVolume),
 						ConfigMap: &corev1.ConfigMapVolumeSourcePatchArgs{Name: pulumi.String(naming.SplitHorizonCorefileConfigMap)},
 					},
 				},

@@ -36,9 +36,3 @@ func TestSplitHorizonRefusesACorefileItCannotExtend(t *testing.T) {
 		t.Fatalf("want a hosts-plugin error, got %v", err)
 	}
 }
-
-func TestHubKubeconfigDetailsComeFromTheCertificate(t *testing.T) {
-	if _, err := parseKubeconfig("not base64!"); err == nil {
-		t.Fatal("garbage must be refused")
-	}
-}

@@ -5,17 +5,16 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+
 	"github.com/railgrid/railgrid-kcp/components/edgeapi"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// The annotation pulumi-kubernetes (>= 4.18) awaits on a custom resource, and what the
-// Gateway waits for: an address in its status.
-const (
-	GatewayWaitForAnnotation = "pulumi.com/waitFor"
-	GatewayWaitFor           = "jsonpath={.status.addresses[0].value}"
-)
+// gkeGatewayWaitFor is what the provider awaits on the GKE Gateway: an address in its
+// status.
+const gkeGatewayWaitFor = "jsonpath={.status.addresses[0].value}"
 
 // gkeGatewayEdge is the GKE edge: a GKE Gateway with an HTTPS listener per hostname,
 // HTTPRoutes to the owned Services (appProtocol HTTPS, so the load balancer re-encrypts),
@@ -37,7 +36,7 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, routes [
 	certificate := gw.CertificateSecret
 	// Custom resources are not awaited unless they carry pulumi.com/waitFor: wait for the
 	// load balancer's address, so that edgeAddress is set after the first up.
-	annotations := map[string]string{GatewayWaitForAnnotation: GatewayWaitFor}
+	annotations := map[string]string{naming.AnnotationWaitFor: gkeGatewayWaitFor}
 	if gw.CertManagerClusterIssuer != "" {
 		// cert-manager's gateway-shim issues the listener certificate into this Secret.
 		certificate = naming.EdgeCertificateSecret
@@ -47,7 +46,7 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, routes [
 	var serviceDeps []pulumi.Resource
 	for _, route := range routes {
 		listeners = append(listeners, edgeapi.Listener{
-			Name: naming.EdgeListenerName(route.Name), Protocol: "HTTPS", Port: EdgeListenerPort, Hostname: route.Hostname,
+			Name: naming.EdgeListenerName(route.Name), Protocol: "HTTPS", Port: naming.PublicHTTPSPort, Hostname: route.Hostname,
 			TLS:           &edgeapi.ListenerTLS{Mode: "Terminate", CertificateRefs: []edgeapi.CertificateRef{{Kind: "Secret", Name: certificate}}},
 			AllowedRoutes: &edgeapi.AllowedRoutes{Namespaces: edgeapi.RouteNamespaces{From: "Same"}},
 		})
@@ -91,4 +90,18 @@ func (e gkeGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, routes [
 		}
 	}
 	return gatewayAddress(gateway), nil
+}
+
+// gatewayAddress is the first address a Gateway reports in its status, once programmed.
+func gatewayAddress(gateway *apiextensions.CustomResource) pulumi.StringOutput {
+	return gateway.OtherFields.ApplyT(func(fields map[string]any) string {
+		status, _ := fields["status"].(map[string]any)
+		addresses, _ := status["addresses"].([]any)
+		if len(addresses) == 0 {
+			return ""
+		}
+		first, _ := addresses[0].(map[string]any)
+		value, _ := first["value"].(string)
+		return value
+	}).(pulumi.StringOutput)
 }

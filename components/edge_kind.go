@@ -12,13 +12,9 @@ import (
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-const (
-	// EdgeListenerPort is the port the edge listens on for every kcp hostname.
-	EdgeListenerPort = 443
-	// KindGatewayWaitFor is what the provider awaits on the kind Gateway: Envoy Gateway
-	// has programmed it (its Envoy proxy runs and the Gateway has an address).
-	KindGatewayWaitFor = "condition=Programmed"
-)
+// kindGatewayWaitFor is what the provider awaits on the kind Gateway: Envoy Gateway has
+// programmed it (its Envoy proxy runs and the Gateway has an address).
+const kindGatewayWaitFor = "condition=Programmed"
 
 // envoyGatewayEdge is the kind edge: Envoy Gateway with TLS passthrough, one TLSRoute
 // per hostname (SNI), so client certificates reach kcp; the Envoy Service is a NodePort
@@ -58,13 +54,13 @@ func (e envoyGatewayEdge) DeclareRoutes(ctx *pulumi.Context, name string, routes
 	// ready when Envoy Gateway says so, not when the object exists.
 	gateway, err := newUntyped(ctx, name+"-gateway",
 		objectMeta{APIVersion: edgeapi.GatewayAPIVersion, Kind: "Gateway", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceKcp,
-			Annotations: map[string]string{AnnotationWaitFor: KindGatewayWaitFor}},
+			Annotations: map[string]string{naming.AnnotationWaitFor: kindGatewayWaitFor}},
 		edgeapi.GatewaySpec{
 			GatewayClassName: naming.EdgeGatewayName,
 			// No listener hostname: a wildcard would not match the apex; the TLSRoutes
 			// route by SNI.
 			Listeners: []edgeapi.Listener{{
-				Name: "tls-passthrough", Protocol: "TLS", Port: EdgeListenerPort,
+				Name: "tls-passthrough", Protocol: "TLS", Port: naming.PublicHTTPSPort,
 				TLS:           &edgeapi.ListenerTLS{Mode: "Passthrough"},
 				AllowedRoutes: &edgeapi.AllowedRoutes{Namespaces: edgeapi.RouteNamespaces{From: "Same"}},
 			}},
@@ -109,7 +105,7 @@ func (d envoyGatewayDeclaration) gatewayClass() (*apiextensions.CustomResource, 
 			Patch:                 &edgeapi.ServicePatch{Type: "StrategicMerge"},
 		}},
 	}}
-	envoyProxy.Provider.Kubernetes.EnvoyService.Patch.Value.Spec.Ports = []edgeapi.NodePort{{Port: EdgeListenerPort, NodePort: d.edge.nodePort}}
+	envoyProxy.Provider.Kubernetes.EnvoyService.Patch.Value.Spec.Ports = []edgeapi.NodePort{{Port: naming.PublicHTTPSPort, NodePort: d.edge.nodePort}}
 	proxy, err := newUntyped(d.ctx, d.name+"-envoyproxy",
 		objectMeta{APIVersion: edgeapi.EnvoyAPIVersion, Kind: "EnvoyProxy", Name: naming.EdgeGatewayName, Namespace: naming.NamespaceEnvoyGateway},
 		envoyProxy, d.after()...)

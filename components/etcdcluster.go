@@ -48,10 +48,10 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 		return nil, err
 	}
 	for i := 0; i < args.Members; i++ {
-		c.Endpoints = append(c.Endpoints, EtcdClientURL(args.Shard, i))
+		c.Endpoints = append(c.Endpoints, naming.EtcdClientURL(args.Shard, i))
 	}
 	m := etcdMeta{
-		labels:    pulumi.StringMap{"app": pulumi.String(naming.EtcdName(args.Shard)), "app.kubernetes.io/name": pulumi.String("etcd"), "railgrid.io/shard": pulumi.String(args.Shard)},
+		labels:    pulumi.StringMap{"app": pulumi.String(naming.EtcdName(args.Shard)), "app.kubernetes.io/name": pulumi.String("etcd"), naming.ShardLabel: pulumi.String(args.Shard)},
 		selector:  pulumi.StringMap{"app": pulumi.String(naming.EtcdName(args.Shard))},
 		namespace: args.Namespace.Metadata.Name().Elem(),
 	}
@@ -119,7 +119,7 @@ func newEtcdServices(ctx *pulumi.Context, name, shard string, m etcdMeta, parent
 		Metadata: m.objectMeta(naming.EtcdName(shard)),
 		Spec: &corev1.ServiceSpecArgs{
 			Selector: m.selector,
-			Ports:    corev1.ServicePortArray{&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(EtcdClientPort)}},
+			Ports:    corev1.ServicePortArray{&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(naming.EtcdClientPort)}},
 		},
 	}, parent)
 	if err != nil {
@@ -147,7 +147,7 @@ func etcdStatefulSetSpec(args *EtcdClusterArgs, m etcdMeta) *appsv1.StatefulSetS
 			Spec:     etcdPodSpec(args, m.selector),
 		},
 		VolumeClaimTemplates: corev1.PersistentVolumeClaimTypeArray{&corev1.PersistentVolumeClaimTypeArgs{
-			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String("data"), Labels: m.labels},
+			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdDataClaimTemplate), Labels: m.labels},
 			Spec: &corev1.PersistentVolumeClaimSpecArgs{
 				AccessModes:      pulumi.StringArray{pulumi.String("ReadWriteOnce")},
 				StorageClassName: pulumi.String(args.Placement.StorageClassName),
@@ -161,21 +161,14 @@ func etcdStatefulSetSpec(args *EtcdClusterArgs, m etcdMeta) *appsv1.StatefulSetS
 
 func etcdPorts() corev1.ServicePortArray {
 	return corev1.ServicePortArray{
-		&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(EtcdClientPort)},
-		&corev1.ServicePortArgs{Name: pulumi.String("etcd-server"), Port: pulumi.Int(EtcdPeerPort)},
-		&corev1.ServicePortArgs{Name: pulumi.String("etcd-metrics"), Port: pulumi.Int(EtcdMetricsPort)},
+		&corev1.ServicePortArgs{Name: pulumi.String("etcd-client"), Port: pulumi.Int(naming.EtcdClientPort)},
+		&corev1.ServicePortArgs{Name: pulumi.String("etcd-server"), Port: pulumi.Int(naming.EtcdPeerPort)},
+		&corev1.ServicePortArgs{Name: pulumi.String("etcd-metrics"), Port: pulumi.Int(naming.EtcdMetricsPort)},
 	}
 }
 
 func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSpecArgs {
 	shard := args.Shard
-	var peers string
-	for i := 0; i < args.Members; i++ {
-		if i > 0 {
-			peers += ","
-		}
-		peers += fmt.Sprintf("%s-%d=%s", naming.EtcdName(shard), i, EtcdPeerURL(shard, i))
-	}
 	memberURL := func(port int) string {
 		return fmt.Sprintf("http://$(HOSTNAME).%s:%d", naming.EtcdHeadlessHost(shard), port)
 	}
@@ -199,13 +192,13 @@ func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSp
 			Command: pulumi.StringArray{pulumi.String("/usr/local/bin/etcd")},
 			Args: pulumi.ToStringArray([]string{
 				"--name=$(HOSTNAME)",
-				"--data-dir=/var/lib/etcd/data", // a subdirectory, so a restore finds it empty
-				fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", EtcdClientPort),
-				fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", EtcdPeerPort),
-				fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", EtcdMetricsPort),
-				"--advertise-client-urls=" + memberURL(EtcdClientPort),
-				"--initial-advertise-peer-urls=" + memberURL(EtcdPeerPort),
-				"--initial-cluster=" + peers,
+				"--data-dir=" + naming.EtcdDataDir,
+				fmt.Sprintf("--listen-client-urls=http://0.0.0.0:%d", naming.EtcdClientPort),
+				fmt.Sprintf("--listen-peer-urls=http://0.0.0.0:%d", naming.EtcdPeerPort),
+				fmt.Sprintf("--listen-metrics-urls=http://0.0.0.0:%d", naming.EtcdMetricsPort),
+				"--advertise-client-urls=" + memberURL(naming.EtcdClientPort),
+				"--initial-advertise-peer-urls=" + memberURL(naming.EtcdPeerPort),
+				"--initial-cluster=" + naming.EtcdInitialCluster(shard, args.Members),
 				"--initial-cluster-state=new",
 				"--initial-cluster-token=" + naming.EtcdName(shard),
 				"--auto-compaction-mode=periodic",
@@ -217,15 +210,15 @@ func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSp
 				ValueFrom: &corev1.EnvVarSourceArgs{FieldRef: &corev1.ObjectFieldSelectorArgs{FieldPath: pulumi.String("metadata.name")}},
 			}},
 			Ports: corev1.ContainerPortArray{
-				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-client"), ContainerPort: pulumi.Int(EtcdClientPort)},
-				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-server"), ContainerPort: pulumi.Int(EtcdPeerPort)},
-				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-metrics"), ContainerPort: pulumi.Int(EtcdMetricsPort)},
+				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-client"), ContainerPort: pulumi.Int(naming.EtcdClientPort)},
+				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-server"), ContainerPort: pulumi.Int(naming.EtcdPeerPort)},
+				&corev1.ContainerPortArgs{Name: pulumi.String("etcd-metrics"), ContainerPort: pulumi.Int(naming.EtcdMetricsPort)},
 			},
 			ReadinessProbe: httpProbe("/readyz", 5),
 			LivenessProbe:  httpProbe("/livez", 30),
-			Resources:      resources("250m", "512Mi", "2Gi"),
+			Resources:      containerResources("250m", "512Mi", "2Gi"),
 			// etcd writes only its data directory, on this volume: the root filesystem is read-only.
-			VolumeMounts: corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String("data"), MountPath: pulumi.String("/var/lib/etcd")}},
+			VolumeMounts: corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String(naming.EtcdDataClaimTemplate), MountPath: pulumi.String(naming.EtcdDataMount)}},
 		}},
 	}
 	if args.Members >= 3 {
@@ -246,7 +239,7 @@ func etcdPodSpec(args *EtcdClusterArgs, selector pulumi.StringMap) *corev1.PodSp
 
 func httpProbe(path string, initialDelay int) *corev1.ProbeArgs {
 	return &corev1.ProbeArgs{
-		HttpGet:             &corev1.HTTPGetActionArgs{Path: pulumi.String(path), Port: pulumi.Int(EtcdMetricsPort)},
+		HttpGet:             &corev1.HTTPGetActionArgs{Path: pulumi.String(path), Port: pulumi.Int(naming.EtcdMetricsPort)},
 		InitialDelaySeconds: pulumi.Int(initialDelay),
 		PeriodSeconds:       pulumi.Int(10),
 		FailureThreshold:    pulumi.Int(6),
@@ -256,10 +249,10 @@ func httpProbe(path string, initialDelay int) *corev1.ProbeArgs {
 // newEtcdNetworkPolicy keeps etcd unreachable except from its own shard's kcp pods,
 // the snapshot jobs and its peers.
 func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, m etcdMeta, parent pulumi.ResourceOption) (*networkingv1.NetworkPolicy, error) {
-	clientPort := networkingv1.NetworkPolicyPortArray{&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdClientPort), Protocol: pulumi.String("TCP")}}
-	kcpComponent := ComponentShard
+	clientPort := networkingv1.NetworkPolicyPortArray{&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(naming.EtcdClientPort), Protocol: pulumi.String("TCP")}}
+	kcpComponent := naming.ComponentShard
 	if shard == naming.RootShardName {
-		kcpComponent = ComponentRootShard
+		kcpComponent = naming.ComponentRootShard
 	}
 	return networkingv1.NewNetworkPolicy(ctx, name+"-netpol", &networkingv1.NetworkPolicyArgs{
 		Metadata: m.objectMeta(naming.EtcdName(shard)),
@@ -273,8 +266,8 @@ func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, m etcdMeta, p
 					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
 						NamespaceSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{"kubernetes.io/metadata.name": pulumi.String(naming.NamespaceKcp)}},
 						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{
-							LabelComponent: pulumi.String(kcpComponent),
-							LabelInstance:  pulumi.String(shard),
+							naming.LabelComponent: pulumi.String(kcpComponent),
+							naming.LabelInstance:  pulumi.String(shard),
 						}},
 					}},
 				},
@@ -282,14 +275,14 @@ func newEtcdNetworkPolicy(ctx *pulumi.Context, name, shard string, m etcdMeta, p
 				&networkingv1.NetworkPolicyIngressRuleArgs{
 					Ports: clientPort,
 					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
-						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{EtcdClientLabel: pulumi.String(shard)}},
+						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: pulumi.StringMap{naming.EtcdClientLabel: pulumi.String(shard)}},
 					}},
 				},
 				// Peers of the same cluster.
 				&networkingv1.NetworkPolicyIngressRuleArgs{
 					Ports: networkingv1.NetworkPolicyPortArray{
-						&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdClientPort), Protocol: pulumi.String("TCP")},
-						&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(EtcdPeerPort), Protocol: pulumi.String("TCP")},
+						&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(naming.EtcdClientPort), Protocol: pulumi.String("TCP")},
+						&networkingv1.NetworkPolicyPortArgs{Port: pulumi.Int(naming.EtcdPeerPort), Protocol: pulumi.String("TCP")},
 					},
 					From: networkingv1.NetworkPolicyPeerArray{&networkingv1.NetworkPolicyPeerArgs{
 						PodSelector: &metav1.LabelSelectorArgs{MatchLabels: m.selector},

@@ -8,26 +8,21 @@ import (
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
+
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// FieldManager is the server-side apply field manager of every Kubernetes object this
-// program writes. Without it the Kubernetes provider picks a random manager
-// (pulumi-kubernetes-<random>) for each create and keeps it in the state. A create that
-// reached the API server but never reached the state (an up interrupted or killed while
-// the create was in flight) is then re-applied on the next up by a second random manager.
-// For a list the API server treats as one value (x-kubernetes-list-type: atomic, such as
-// a TLSRoute's parentRefs and rules) and fills with defaults, the live value is the
-// defaulted list and the new manager's is not, so the apply fails with a field conflict
-// (TestReapplyAfterAnInterruptedCreate shows it against the real kube-apiserver). One
-// manager that never changes re-applies its own fields and cannot conflict with itself.
-const FieldManager = "railgrid-kcp"
-
-const (
-	// fieldManagerAnnotation makes the provider use FieldManager instead of a random one.
-	fieldManagerAnnotation = "pulumi.com/patchFieldManager"
-	// patchForceAnnotation makes the provider force conflicting fields over to FieldManager.
-	patchForceAnnotation = "pulumi.com/patchForce"
-)
+// Why every Kubernetes object this program writes is applied by one server-side apply
+// field manager, naming.FieldManager: without it the Kubernetes provider picks a random
+// manager (pulumi-kubernetes-<random>) for each create and keeps it in the state. A
+// create that reached the API server but never reached the state (an up interrupted or
+// killed while the create was in flight) is then re-applied on the next up by a second
+// random manager. For a list the API server treats as one value
+// (x-kubernetes-list-type: atomic, such as a TLSRoute's parentRefs and rules) and fills
+// with defaults, the live value is the defaulted list and the new manager's is not, so
+// the apply fails with a field conflict (TestReapplyAfterAnInterruptedCreate shows it
+// against the real kube-apiserver). One manager that never changes re-applies its own
+// fields and cannot conflict with itself.
 
 // forcedApplyExcluded lists the objects another writer shares, whose conflicts must
 // surface rather than be forced: the kcp-operator's own API (it writes those objects'
@@ -38,14 +33,14 @@ func forcedApplyExcluded(resourceType string) bool {
 }
 
 // withStableFieldManager is a transformation for every resource of the stack: it sets
-// FieldManager on each Kubernetes object, and patchForce on the objects this program
-// alone writes, so that a stack created with the provider's random managers moves its
-// fields over to FieldManager on its first up (docs/operations.md, "After a killed or
-// interrupted up").
+// naming.FieldManager on each Kubernetes object, and patchForce on the objects this
+// program alone writes, so that a stack created with the provider's random managers
+// moves its fields over to naming.FieldManager on its first up (docs/operations.md,
+// "After a killed or interrupted up").
 func withStableFieldManager(args *pulumi.ResourceTransformationArgs) *pulumi.ResourceTransformationResult {
-	add := map[string]string{fieldManagerAnnotation: FieldManager}
+	add := map[string]string{naming.AnnotationPatchFieldManager: naming.FieldManager}
 	if !forcedApplyExcluded(args.Type) {
-		add[patchForceAnnotation] = "true"
+		add[naming.AnnotationPatchForce] = "true"
 	}
 	// A custom resource reaches the engine as an untyped map with its metadata inside.
 	if untyped, ok := args.Props.(kubernetes.UntypedArgs); ok {

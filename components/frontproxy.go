@@ -39,7 +39,7 @@ func NewFrontProxy(ctx *pulumi.Context, name string, args *FrontProxyArgs, opts 
 		CertificateTemplates: serverCertificate(args.Hostname),
 	}
 	server, err := newKcpServer(ctx, "railgrid:kcp:FrontProxy", name, f, kcpServerObject{
-		kind: kcpapi.KindFrontProxy, component: ComponentFrontProxy, name: naming.FrontProxyName, spec: spec,
+		kind: kcpapi.KindFrontProxy, component: naming.ComponentFrontProxy, name: naming.FrontProxyName, spec: spec,
 		dependsOn: []pulumi.Resource{args.RootShard.Object, args.Operator.Release},
 	}, &args.KcpServerArgs, opts...)
 	if err != nil {

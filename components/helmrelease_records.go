@@ -7,17 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-)
 
-// HelmRecordRepairHook is the name of the resource hook that runs before every Helm
-// release of the stack is installed or upgraded.
-const HelmRecordRepairHook = "railgrid-kcp-helm-interrupted-records"
+	"github.com/railgrid/railgrid-kcp/naming"
+)
 
 // Helm's storage driver (the default, "secret") keeps one Secret per release revision,
 // labelled owner=helm, name=<release>, status=<status>. A Helm client killed while it
@@ -27,26 +22,6 @@ const HelmRecordRepairHook = "railgrid-kcp-helm-interrupted-records"
 // (pulumi-kubernetes #2054 and #1727: the Release resource does not recover from it).
 var interruptedHelmStatuses = map[string]bool{"pending-install": true, "pending-upgrade": true, "pending-rollback": true}
 
-// clusterAccess is how the program itself reaches the cluster its Kubernetes provider
-// manages: the same kubeconfig and context. Only the Helm record repair uses it.
-type clusterAccess func() (*rest.Config, error)
-
-// kubeconfigContext reaches the cluster as the provider does when it is given a
-// context and, optionally, a kubeconfig file: without one, the default loading rules
-// ($KUBECONFIG, then ~/.kube/config).
-func kubeconfigContext(file, name string) clusterAccess {
-	return func() (*rest.Config, error) {
-		rules := clientcmd.NewDefaultClientConfigLoadingRules()
-		rules.ExplicitPath = file
-		return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
-	}
-}
-
-// kubeconfigText reaches the cluster with a kubeconfig the program wrote itself.
-func kubeconfigText(kubeconfig string) clusterAccess {
-	return func() (*rest.Config, error) { return clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig)) }
-}
-
 // newHelmRecordRepair registers the hook that removes the revision records an
 // interrupted Helm operation left pending, just before the engine installs or upgrades
 // the release again. The engine calls it only when it is about to create or update the
@@ -55,7 +30,7 @@ func kubeconfigText(kubeconfig string) clusterAccess {
 // release being installed are removed; its objects and its deployed revisions stay, and
 // Helm adopts the objects (they carry the release's ownership annotations).
 func newHelmRecordRepair(ctx *pulumi.Context, access clusterAccess) (pulumi.ResourceOption, error) {
-	hook, err := ctx.RegisterResourceHook(HelmRecordRepairHook, func(args *pulumi.ResourceHookArgs) error {
+	hook, err := ctx.RegisterResourceHook(naming.HelmRecordRepairHook, func(args *pulumi.ResourceHookArgs) error {
 		name, namespace := stringInput(args.NewInputs, "name"), stringInput(args.NewInputs, "namespace")
 		if name == "" || namespace == "" {
 			return fmt.Errorf("%s: the Helm release's inputs have no name or namespace", args.URN)
@@ -110,23 +85,4 @@ func RemoveInterruptedHelmRecords(ctx context.Context, secrets corev1client.Secr
 	}
 	sort.Strings(removed)
 	return removed, nil
-}
-
-// stringInput reads a string input of a hook's property map, through secrets and
-// output values.
-func stringInput(props resource.PropertyMap, key string) string {
-	v, ok := props[resource.PropertyKey(key)]
-	for ok {
-		switch {
-		case v.IsString():
-			return v.StringValue()
-		case v.IsSecret():
-			v = v.SecretValue().Element
-		case v.IsOutput() && v.OutputValue().Known:
-			v = v.OutputValue().Element
-		default:
-			ok = false
-		}
-	}
-	return ""
 }

@@ -110,8 +110,8 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 // front proxy, written by the operator into the Secret objectName.
 func kubeconfigSpec(args *HubKubeconfigArgs, objectName string) kcpapi.KubeconfigSpec {
 	return kcpapi.KubeconfigSpec{
-		Username:  KubeconfigUsername,
-		Groups:    []string{KubeconfigAdminGroup},
+		Username:  naming.KubeconfigUsername,
+		Groups:    []string{naming.KubeconfigAdminGroup},
 		Validity:  args.Validity,
 		SecretRef: kcpapi.LocalObjectReference{Name: objectName},
 		Target:    kcpapi.KubeconfigTarget{FrontProxyRef: &kcpapi.LocalObjectReference{Name: args.FrontProxy.Name}},
@@ -134,12 +134,12 @@ func kubeconfigSpec(args *HubKubeconfigArgs, objectName string) kcpapi.Kubeconfi
 // Kubernetes SDK wraps every Secret's data in a Pulumi secret.
 func readMintedKubeconfig(ctx *pulumi.Context, name, objectName string, kubeconfig *apiextensions.CustomResource, parent pulumi.ResourceOption) pulumi.StringOutput {
 	return kubeconfig.ID().ApplyT(func(pulumi.ID) (pulumi.StringOutput, error) {
-		minted, err := corev1.GetSecret(ctx, name+"-minted", pulumi.ID(naming.NamespaceKcp+"/"+objectName), nil,
+		minted, err := readSecret(ctx, name+"-minted", naming.NamespaceKcp, objectName,
 			parent, pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
 		if err != nil {
 			return pulumi.StringOutput{}, err
 		}
-		return minted.Data.MapIndex(pulumi.String(KubeconfigSecretKey)), nil
+		return minted.Data.MapIndex(pulumi.String(naming.KubeconfigSecretKey)), nil
 	}).(pulumi.StringOutput)
 }
 

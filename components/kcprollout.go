@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -22,16 +21,6 @@ import (
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// The resource hooks that make a kcp upgrade roll in the design's order.
-const (
-	// KcpRolloutHook runs after a RootShard, Shard or FrontProxy is updated and returns
-	// once the operator has rolled that object's Deployments out to its new spec.
-	KcpRolloutHook = "railgrid-kcp-wait-for-kcp-rollout"
-	// RootShardFirstHook runs before a Shard or the FrontProxy is updated and refuses the
-	// update while the root shard has not rolled out.
-	RootShardFirstHook = "railgrid-kcp-root-shard-first"
-)
-
 // kcpRolloutTimeout bounds one object's rollout, as long as the wait for its Available
 // condition (kcpObjectTimeoutSeconds). rootShardFirstTimeout is short: by the time a
 // Shard is updated, the root shard's own wait has passed, unless it failed.
@@ -42,14 +31,15 @@ const (
 
 // Why hooks: the operator's Available condition comes from the Deployments' replica
 // counts without their observedGeneration, so the provider's wait for Available passes
-// while the old pods still serve (kcp-operator 406169b, pkg/controller/util
-// deploymentReady). An after-update hook runs in the update step, after the provider's
-// wait and before the step completes, so what depends on the RootShard (the shards, the
-// front proxy) is updated only once root-kcp and root-proxy have rolled out, and `up`
-// returns only once every updated kcp object serves its new spec. A failed after-update
-// hook fails the `up` but lets the rest go on, so the before-update hook of the shards and
-// the front proxy checks the root shard again and refuses their update. No hook runs on a
-// create (Available is then exact: there are no old pods) or when nothing changed.
+// while the old pods still serve (pkg/controller/util deploymentReady in the kcp-operator
+// source hack/fetch-shared.sh pins). An after-update hook runs in the update step, after
+// the provider's wait and before the step completes, so what depends on the RootShard
+// (the shards, the front proxy) is updated only once root-kcp and root-proxy have rolled
+// out, and `up` returns only once every updated kcp object serves its new spec. A failed
+// after-update hook fails the `up` but lets the rest go on, so the before-update hook of
+// the shards and the front proxy checks the root shard again and refuses their update. No
+// hook runs on a create (Available is then exact: there are no old pods) or when nothing
+// changed.
 
 // kcpRolloutWaits are the two hooks, registered once per program.
 type kcpRolloutWaits struct{ rollout, rootFirst *pulumi.ResourceHook }
@@ -81,13 +71,13 @@ func newKcpRolloutWaits(ctx *pulumi.Context, access clusterAccess) (kcpRolloutWa
 		}
 		return waitForKcpRollout(context.Background(), cfg, server, timeout, 2*time.Second)
 	}
-	rollout, err := ctx.RegisterResourceHook(KcpRolloutHook, func(args *pulumi.ResourceHookArgs) error {
+	rollout, err := ctx.RegisterResourceHook(naming.KcpRolloutHook, func(args *pulumi.ResourceHookArgs) error {
 		return wait(args, stringInput(args.NewInputs, "kind"), nestedStringInput(args.NewInputs, "metadata", "name"), kcpRolloutTimeout)
 	}, nil)
 	if err != nil {
 		return kcpRolloutWaits{}, err
 	}
-	rootFirst, err := ctx.RegisterResourceHook(RootShardFirstHook, func(args *pulumi.ResourceHookArgs) error {
+	rootFirst, err := ctx.RegisterResourceHook(naming.RootShardFirstHook, func(args *pulumi.ResourceHookArgs) error {
 		root := nestedStringInput(args.NewInputs, "spec", "rootShard", "ref", "name")
 		if err := wait(args, kcpapi.KindRootShard, root, rootShardFirstTimeout); err != nil {
 			return fmt.Errorf("%s is not updated before its root shard has rolled out: %w", nestedStringInput(args.NewInputs, "metadata", "name"), err)
@@ -98,21 +88,6 @@ func newKcpRolloutWaits(ctx *pulumi.Context, access clusterAccess) (kcpRolloutWa
 		return kcpRolloutWaits{}, err
 	}
 	return kcpRolloutWaits{rollout: rollout, rootFirst: rootFirst}, nil
-}
-
-// nestedStringInput reads a string below nested objects of a hook's property map.
-func nestedStringInput(props resource.PropertyMap, path ...string) string {
-	for _, key := range path[:len(path)-1] {
-		v, ok := props[resource.PropertyKey(key)]
-		for ok && v.IsOutput() && v.OutputValue().Known {
-			v = v.OutputValue().Element
-		}
-		if !ok || !v.IsObject() {
-			return ""
-		}
-		props = v.ObjectValue()
-	}
-	return stringInput(props, path[len(path)-1])
 }
 
 // kcpServer is a kcp object and the Deployments the operator runs for it, each with the

@@ -38,7 +38,7 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 		Cache:        kcpapi.CacheConfig{Embedded: &kcpapi.EmbeddedCacheConfiguration{Enabled: true}},
 	}
 	server, err := newKcpServer(ctx, "railgrid:kcp:KcpRootShard", name, r, kcpServerObject{
-		kind: kcpapi.KindRootShard, component: ComponentRootShard, name: naming.RootShardName, spec: spec,
+		kind: kcpapi.KindRootShard, component: naming.ComponentRootShard, name: naming.RootShardName, spec: spec,
 		// The StatefulSet itself, not the EtcdCluster component: a dependency on a
 		// component covers only the children it has registered by then.
 		dependsOn: []pulumi.Resource{args.Operator.Release, args.Operator.Issuer, args.Etcd.StatefulSet},

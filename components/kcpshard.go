@@ -6,6 +6,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // KcpShardArgs are an additional shard's inputs: those every kcp server has, its name,
@@ -35,7 +36,7 @@ func NewKcpShard(ctx *pulumi.Context, name string, args *KcpShardArgs, opts ...p
 		RootShard:       kcpapi.RootShardConfig{Ref: kcpapi.LocalObjectReference{Name: args.RootShard.Name}},
 	}
 	server, err := newKcpServer(ctx, "railgrid:kcp:KcpShard", name, s, kcpServerObject{
-		kind: kcpapi.KindShard, component: ComponentShard, name: args.Name, spec: spec,
+		kind: kcpapi.KindShard, component: naming.ComponentShard, name: args.Name, spec: spec,
 		dependsOn: []pulumi.Resource{args.RootShard.Object, args.Etcd.StatefulSet, args.Operator.Release},
 	}, &args.KcpServerArgs, opts...)
 	if err != nil {

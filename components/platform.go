@@ -28,12 +28,19 @@ type Platform interface {
 	Edge() EdgeGateway
 	// Snapshots schedules etcd snapshots (and restore drills) for each shard's etcd.
 	Snapshots() SnapshotBackend
-	// HelmReleaseHooks is the option every Helm release of the stack carries: the repair
-	// of the records an interrupted Helm operation left pending (helmrelease_records.go).
-	HelmReleaseHooks() pulumi.ResourceOption
-	// ClusterAccess is how the program itself reaches the cluster, as the provider does:
-	// the Helm record repair and the kcp rollout waits (kcprollout.go) use it.
-	ClusterAccess() clusterAccess
+	// UserAccess is how users outside the cluster reach the front proxy of hostname
+	// frontProxyHostname. kcpServerCA is kcp's own CA (the output kcpRootServerCA), for a
+	// platform whose edge passes kcp's certificate through.
+	UserAccess(frontProxyHostname string, kcpServerCA pulumi.StringOutput) UserAccess
+}
+
+// UserAccess is the front proxy as users outside the cluster reach it.
+type UserAccess struct {
+	// Server is its public URL: scheme, host and port.
+	Server string
+	// ServerCA is the PEM CA that the certificate presented there chains to; nil for a
+	// publicly trusted certificate, which the user's system trusts already.
+	ServerCA pulumi.StringInput
 }
 
 // EtcdPlacement is the platform's part of an etcd StatefulSet.
@@ -82,7 +89,12 @@ type SnapshotBackend interface {
 // platformBuilder is the first phase of a platform: it has read what already exists
 // (for GKE, the cluster) and checked the config against it, declaring nothing.
 type platformBuilder interface {
-	Declare(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) (Platform, error)
+	// access is how the program itself reaches the cluster, as the platform's provider
+	// will: the resource hooks use it (clusteraccess.go).
+	access() clusterAccess
+	// Declare declares the platform. releaseHooks is the option every Helm release of the
+	// stack carries (helmrelease_records.go), the platform's own add-ons included.
+	Declare(ctx *pulumi.Context, name string, releaseHooks pulumi.ResourceOption, opts ...pulumi.ResourceOption) (Platform, error)
 }
 
 // newPlatformBuilder is the one place that chooses between kind and GKE.

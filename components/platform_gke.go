@@ -14,14 +14,7 @@ import (
 	storagev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/storage/v1"
 
 	"github.com/railgrid/railgrid-kcp/config"
-)
-
-// The dedicated etcd node pool's label and taint; etcd pods select and tolerate them.
-const (
-	EtcdPoolLabelKey   = "workload"
-	EtcdPoolLabelValue = "etcd"
-	EtcdPoolTaintKey   = "dedicated"
-	EtcdPoolTaintValue = "etcd"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // gkeCluster is what the lookup of the existing cluster tells the program.
@@ -93,22 +86,23 @@ type GKEPlatform struct {
 	cfg          *config.Config
 	cluster      gkeCluster
 	provider     *kubernetes.Provider
-	helmHooks    pulumi.ResourceOption
-	access       clusterAccess
 	KcpPool      *container.NodePool
 	EtcdPool     *container.NodePool
 	StorageClass *storagev1.StorageClass
 }
 
-// Declare creates the provider, the node pools and the StorageClass.
-func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.ResourceOption) (Platform, error) {
+// access: the program reaches the cluster with the provider's own kubeconfig.
+func (b gkeBuilder) access() clusterAccess { return kubeconfigText(gkeKubeconfig(b.cluster)) }
+
+// Declare creates the provider, the node pools and the StorageClass. No Helm release is
+// the GKE platform's own: releaseHooks goes to the operator's alone.
+func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, _ pulumi.ResourceOption, opts ...pulumi.ResourceOption) (Platform, error) {
 	g := &GKEPlatform{cfg: b.cfg, cluster: b.cluster}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:GKEPlatform", name, g, opts...); err != nil {
 		return nil, err
 	}
-	kubeconfig := gkeKubeconfig(b.cluster)
 	provider, err := kubernetes.NewProvider(ctx, name+"-k8s", &kubernetes.ProviderArgs{
-		Kubeconfig: pulumi.String(kubeconfig),
+		Kubeconfig: pulumi.String(gkeKubeconfig(b.cluster)),
 		// A re-mint updates the hub Secret in place instead of deleting and recreating it.
 		EnableSecretMutable: pulumi.Bool(true),
 	}, pulumi.Parent(g))
@@ -116,11 +110,6 @@ func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, opts ...pulumi.Res
 		return nil, err
 	}
 	g.provider = provider
-	// The program reaches the cluster with the provider's own kubeconfig.
-	g.access = kubeconfigText(kubeconfig)
-	if g.helmHooks, err = newHelmRecordRepair(ctx, g.access); err != nil {
-		return nil, err
-	}
 	if g.KcpPool, err = g.nodePool(ctx, name+"-pool-kcp", "kcp", b.cfg.GKE.NodePools.Kcp, false); err != nil {
 		return nil, err
 	}
@@ -162,9 +151,9 @@ func (g *GKEPlatform) nodePool(ctx *pulumi.Context, name, poolName string, pool 
 		Labels:                 pulumi.StringMap{"railgrid.io/pool": pulumi.String(poolName)},
 	}
 	if dedicatedToEtcd {
-		nodeConfig.Labels = pulumi.StringMap{EtcdPoolLabelKey: pulumi.String(EtcdPoolLabelValue), "railgrid.io/pool": pulumi.String(poolName)}
+		nodeConfig.Labels = pulumi.StringMap{naming.EtcdPoolLabelKey: pulumi.String(naming.EtcdPoolLabelValue), "railgrid.io/pool": pulumi.String(poolName)}
 		nodeConfig.Taints = container.NodePoolNodeConfigTaintArray{&container.NodePoolNodeConfigTaintArgs{
-			Key: pulumi.String(EtcdPoolTaintKey), Value: pulumi.String(EtcdPoolTaintValue), Effect: pulumi.String("NO_SCHEDULE"),
+			Key: pulumi.String(naming.EtcdPoolTaintKey), Value: pulumi.String(naming.EtcdPoolTaintValue), Effect: pulumi.String("NO_SCHEDULE"),
 		}}
 	}
 	return container.NewNodePool(ctx, name, &container.NodePoolArgs{
@@ -214,10 +203,6 @@ users:
 
 func (g *GKEPlatform) Provider() pulumi.ProviderResource { return g.provider }
 
-func (g *GKEPlatform) HelmReleaseHooks() pulumi.ResourceOption { return g.helmHooks }
-
-func (g *GKEPlatform) ClusterAccess() clusterAccess { return g.access }
-
 // CertManager: on GKE cert-manager is a prerequisite of the cluster (docs/gke.md).
 func (g *GKEPlatform) CertManager() []pulumi.Resource { return nil }
 
@@ -225,9 +210,9 @@ func (g *GKEPlatform) CertManager() []pulumi.Resource { return nil }
 func (g *GKEPlatform) EtcdPlacement() EtcdPlacement {
 	return EtcdPlacement{
 		StorageClassName: g.cfg.Etcd.StorageClass,
-		NodeSelector:     map[string]string{EtcdPoolLabelKey: EtcdPoolLabelValue},
+		NodeSelector:     map[string]string{naming.EtcdPoolLabelKey: naming.EtcdPoolLabelValue},
 		Tolerations: corev1.TolerationArray{&corev1.TolerationArgs{
-			Key: pulumi.String(EtcdPoolTaintKey), Operator: pulumi.String("Equal"), Value: pulumi.String(EtcdPoolTaintValue), Effect: pulumi.String("NoSchedule"),
+			Key: pulumi.String(naming.EtcdPoolTaintKey), Operator: pulumi.String("Equal"), Value: pulumi.String(naming.EtcdPoolTaintValue), Effect: pulumi.String("NoSchedule"),
 		}},
 		DependsOn: []pulumi.Resource{g.EtcdPool, g.StorageClass},
 	}
@@ -239,6 +224,12 @@ func (g *GKEPlatform) DNS() DNSBackend {
 
 func (g *GKEPlatform) Edge() EdgeGateway {
 	return gkeGatewayEdge{gateway: g.cfg.GKE.Gateway, timeout: g.cfg.LoadBalancerTimeout()}
+}
+
+// UserAccess: the Gateway terminates TLS with the listener's certificate
+// (gke.gateway), publicly trusted, on the standard HTTPS port.
+func (g *GKEPlatform) UserAccess(frontProxyHostname string, _ pulumi.StringOutput) UserAccess {
+	return UserAccess{Server: "https://" + frontProxyHostname}
 }
 
 func (g *GKEPlatform) Snapshots() SnapshotBackend {

@@ -3,8 +3,6 @@ package components
 import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
-
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -39,7 +37,7 @@ func NewRetiredShardVolumes(ctx *pulumi.Context, name string, args *RetiredShard
 		claims := pulumi.StringMap{}
 		for i := 0; i < args.Members; i++ {
 			claim := naming.EtcdClaimName(shard, i)
-			pvc, err := corev1.GetPersistentVolumeClaim(ctx, name+"-"+claim, pulumi.ID(naming.NamespaceEtcd+"/"+claim), nil, pulumi.Parent(r))
+			pvc, err := readPersistentVolumeClaim(ctx, name+"-"+claim, naming.NamespaceEtcd, claim, pulumi.Parent(r))
 			if err != nil {
 				return nil, err
 			}

@@ -14,6 +14,7 @@ import (
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 	networkingv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/networking/v1"
 
+	"github.com/railgrid/railgrid-kcp/components/etcdjobs"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -77,18 +78,18 @@ func (s gcsSnapshots) DeclareSnapshots(ctx *pulumi.Context, name string, cluster
 		return nil, err
 	}
 
-	gcloudImage := fmt.Sprintf("%s:%s", config.GcloudImageRepository, s.snapshots.GcloudImage)
+	images := jobImages{etcd: s.etcdImage, gcloud: config.GcloudImage(s.snapshots.GcloudImage)}
 	for _, c := range clusters {
 		deps := pulumi.DependsOn([]pulumi.Resource{c.StatefulSet, snapshotSA, drillSA, jobsPolicy})
 		if _, err := batchv1.NewCronJob(ctx, name+"-"+c.Shard+"-snapshot", &batchv1.CronJobArgs{
 			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdSnapshotCronJob(c.Shard)), Namespace: pulumi.String(naming.NamespaceEtcd)},
-			Spec:     snapshotCronJob(c.Shard, s.snapshots.Schedule, s.etcdImage, gcloudImage, bucket.Name),
+			Spec:     snapshotCronJob(c.Shard, s.snapshots.Schedule, images, bucket.Name),
 		}, append(opts, deps)...); err != nil {
 			return nil, err
 		}
 		if _, err := batchv1.NewCronJob(ctx, name+"-"+c.Shard+"-drill", &batchv1.CronJobArgs{
 			Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdRestoreDrillCronJob(c.Shard)), Namespace: pulumi.String(naming.NamespaceEtcd)},
-			Spec:     drillCronJob(c.Shard, s.snapshots.DrillSchedule, s.etcdImage, gcloudImage, bucket.Name),
+			Spec:     drillCronJob(c.Shard, s.snapshots.DrillSchedule, images, bucket.Name),
 		}, append(opts, deps)...); err != nil {
 			return nil, err
 		}
@@ -110,9 +111,6 @@ var (
 	DrillRoles    = []string{"roles/storage.objectViewer"}
 )
 
-// EtcdJobLabel marks the snapshot and restore-drill pods (value: snapshot or drill).
-const EtcdJobLabel = "railgrid.io/etcd-job"
-
 // newEtcdJobsNetworkPolicy admits no traffic at all into the snapshot and drill pods:
 // they hold a full copy of a shard's data and serve nothing. The drill's throwaway
 // etcd listens on 127.0.0.1 only.
@@ -121,7 +119,7 @@ func newEtcdJobsNetworkPolicy(ctx *pulumi.Context, name string, opts []pulumi.Re
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.EtcdJobsNetworkPolicy), Namespace: pulumi.String(naming.NamespaceEtcd)},
 		Spec: &networkingv1.NetworkPolicySpecArgs{
 			PodSelector: &metav1.LabelSelectorArgs{MatchExpressions: metav1.LabelSelectorRequirementArray{
-				&metav1.LabelSelectorRequirementArgs{Key: pulumi.String(EtcdJobLabel), Operator: pulumi.String("Exists")},
+				&metav1.LabelSelectorRequirementArgs{Key: pulumi.String(naming.EtcdJobLabel), Operator: pulumi.String("Exists")},
 			}},
 			PolicyTypes: pulumi.StringArray{pulumi.String("Ingress")},
 		},
@@ -171,141 +169,114 @@ func WorkloadIdentityMember(project, namespace, ksa string) string {
 	return fmt.Sprintf("serviceAccount:%s.svc.id.goog[%s/%s]", project, namespace, ksa)
 }
 
-// SnapshotUploadScript and the drill's scripts run in the google-cloud-cli image with
-// bash and coreutils only: that image puts python3 on PATH only on arm64.
-//
-// SnapshotUploadScript uploads the checked snapshot as gs://<bucket>/<shard>/<UTC
-// timestamp>.db. --no-clobber: a retry after an upload that did land must not try to
-// overwrite it, which needs storage.objects.delete.
-const SnapshotUploadScript = `set -euo pipefail
-ts="$(date -u +%Y%m%dT%H%M%SZ)"
-target="gs://${BUCKET}/${SHARD}/${ts}.db"
-for attempt in 1 2 3 4 5; do
-  # Workload Identity credentials can lag the pod start by a few seconds.
-  if gcloud storage cp --no-clobber /backup/snapshot.db "${target}"; then exit 0; fi
-  sleep 10
-done
-echo "upload of the ${SHARD} snapshot to ${target} failed" >&2
-exit 1`
-
-// DrillFetchScript downloads the newest snapshot of the shard.
-const DrillFetchScript = `set -euo pipefail
-prefix="gs://${BUCKET}/${SHARD}/"
-if ! listing="$(gcloud storage ls "${prefix}")"; then
-  echo "cannot list ${prefix}: no snapshot of ${SHARD} yet, or no read access" >&2
-  exit 1
-fi
-newest="$(printf '%s\n' "${listing}" | { grep '\.db$' || true; } | sort | tail -n 1)"
-if [ -z "${newest}" ]; then echo "no snapshot of ${SHARD} in ${prefix}" >&2; exit 1; fi
-echo "restoring ${newest}"
-gcloud storage cp "${newest}" /scratch/snapshot.db`
-
-// DrillVerifyScript counts the keys the restored etcd serves through its JSON gateway,
-// over bash's /dev/tcp (no python3 or curl needed). Key and range_end "\0" (AA==)
-// select the whole keyspace; etcd leaves out a count of 0.
-const DrillVerifyScript = `set -euo pipefail
-body='{"key":"AA==","range_end":"AA==","count_only":true}'
-ask() {
-  exec 3<>/dev/tcp/127.0.0.1/2379
-  printf 'POST /v3/kv/range HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %s\r\n\r\n%s' "${#body}" "${body}" >&3
-  cat <&3
-}
-count=""
-for attempt in $(seq 1 60); do
-  if reply="$(ask 2>/dev/null)"; then
-    case "${reply}" in
-      "HTTP/1."?" 200"*)
-        count="$(printf '%s' "${reply}" | { grep -o '"count":"[0-9]*"' || true; } | tr -dc 0-9)"
-        count="${count:-0}"
-        break ;;
-    esac
-  fi
-  sleep 2
-done
-if [ -z "${count}" ]; then echo "the restored etcd never answered on 127.0.0.1:2379" >&2; exit 1; fi
-if [ "${count}" -eq 0 ]; then echo "the restored snapshot serves no keys" >&2; exit 1; fi
-echo "restore drill passed: ${count} keys served"`
-
-// snapshotCronJob saves a snapshot from one member (etcdctl refuses several endpoints),
-// checks it, and uploads it. Failures stay visible as failed Jobs.
-func snapshotCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulumi.StringOutput) *batchv1.CronJobSpecArgs {
-	client := fmt.Sprintf("http://%s:%d", naming.EtcdServiceHost(shard), EtcdClientPort)
-	return &batchv1.CronJobSpecArgs{
-		Schedule:                   pulumi.String(schedule),
-		ConcurrencyPolicy:          pulumi.String("Forbid"),
-		StartingDeadlineSeconds:    pulumi.Int(600),
-		SuccessfulJobsHistoryLimit: pulumi.Int(3),
-		FailedJobsHistoryLimit:     pulumi.Int(5),
-		JobTemplate: &batchv1.JobTemplateSpecArgs{Spec: &batchv1.JobSpecArgs{
-			BackoffLimit:          pulumi.Int(2),
-			ActiveDeadlineSeconds: pulumi.Int(1800),
-			Template: &corev1.PodTemplateSpecArgs{
-				// The client label lets the pod through the etcd NetworkPolicy.
-				Metadata: &metav1.ObjectMetaArgs{Labels: pulumi.StringMap{EtcdClientLabel: pulumi.String(shard), EtcdJobLabel: pulumi.String("snapshot")}},
-				Spec: &corev1.PodSpecArgs{
-					ServiceAccountName: pulumi.String(naming.SnapshotServiceAccount),
-					RestartPolicy:      pulumi.String("Never"),
-					SecurityContext:    restrictedPodSecurity(),
-					Volumes:            corev1.VolumeArray{emptyDir("backup")},
-					InitContainers: corev1.ContainerArray{
-						// A member-local status call fails within seconds, naming the
-						// endpoint, where an unreachable etcd would leave the save silent
-						// until its command timeout.
-						command("connect", etcdImage, "backup", resources("50m", "32Mi", "128Mi"),
-							"/usr/local/bin/etcdctl", "--endpoints="+client, "--dial-timeout=5s", "--command-timeout=30s", "endpoint", "status"),
-						command("save", etcdImage, "backup", resources("100m", "64Mi", "256Mi"),
-							"/usr/local/bin/etcdctl", "--endpoints="+client, "--command-timeout=10m", "snapshot", "save", "/backup/snapshot.db"),
-						command("check", etcdImage, "backup", resources("100m", "64Mi", "1Gi"),
-							"/usr/local/bin/etcdutl", "snapshot", "status", "/backup/snapshot.db", "-w", "json"),
-					},
-					Containers: corev1.ContainerArray{withGcloudEnv(command("upload", gcloudImage, "backup", resources("100m", "256Mi", "1Gi"),
-						"bash", "-c", SnapshotUploadScript), "backup", bucket, shard)},
-				},
-			},
-		}},
-	}
+// snapshotCronJob saves a snapshot from one member, checks it, and uploads it
+// (etcdjobs.SnapshotSteps). Failures stay visible as failed Jobs.
+func snapshotCronJob(shard, schedule string, images jobImages, bucket pulumi.StringOutput) *batchv1.CronJobSpecArgs {
+	init, main := etcdjobs.SnapshotSteps(shard)
+	return etcdJob{
+		schedule: schedule, backoffLimit: 2, activeDeadlineSeconds: 1800,
+		// The client label lets the pod through the etcd NetworkPolicy.
+		labels:         pulumi.StringMap{naming.EtcdClientLabel: pulumi.String(shard), naming.EtcdJobLabel: pulumi.String("snapshot")},
+		serviceAccount: naming.SnapshotServiceAccount,
+		volume:         etcdjobs.BackupVolume,
+		initContainers: images.containers(init, bucket),
+		containers:     images.containers(main, bucket),
+	}.cronJobSpec()
 }
 
 // drillCronJob proves a restore: it takes the newest snapshot of the shard, checks it,
-// restores it into scratch storage, starts a throwaway etcd on it and confirms that it
-// serves keys. Any step failing fails the Job. The pod has no etcd client label: it
-// never talks to the live etcd.
-func drillCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulumi.StringOutput) *batchv1.CronJobSpecArgs {
-	local := "http://127.0.0.1"
-	sidecar := command("etcd", etcdImage, "scratch", resources("250m", "256Mi", "2Gi"), "/usr/local/bin/etcd",
-		"--name=drill", "--data-dir=/scratch/restored",
-		"--listen-client-urls="+local+":2379", "--advertise-client-urls="+local+":2379",
-		"--listen-peer-urls="+local+":2380", "--initial-advertise-peer-urls="+local+":2380",
-		"--initial-cluster=drill="+local+":2380")
-	// A native sidecar: it runs beside the verify container and stops with the Job.
-	sidecar.RestartPolicy = pulumi.String("Always")
+// restores it into scratch storage with the restore's own steps (etcdjobs.RestoreSteps,
+// which cmd/etcdrestore runs into the members' volumes), starts a throwaway etcd on it
+// and confirms that it serves keys. Any step failing fails the Job. The pod has no etcd
+// client label: it never talks to the live etcd.
+func drillCronJob(shard, schedule string, images jobImages, bucket pulumi.StringOutput) *batchv1.CronJobSpecArgs {
+	init, main := etcdjobs.DrillSteps(shard)
+	return etcdJob{
+		schedule: schedule, backoffLimit: 1, activeDeadlineSeconds: 3600,
+		labels:         pulumi.StringMap{naming.EtcdJobLabel: pulumi.String("drill")},
+		serviceAccount: naming.DrillServiceAccount,
+		volume:         etcdjobs.ScratchVolume,
+		initContainers: images.containers(init, bucket),
+		containers:     images.containers(main, bucket),
+	}.cronJobSpec()
+}
+
+// jobImages are the images of the jobs' steps: the members' etcd image and gcloud's.
+type jobImages struct {
+	etcd, gcloud string
+}
+
+// containers are the steps as containers, each under the restricted Pod Security
+// Standard with a read-only root filesystem: what they write goes to the pod's volume.
+func (im jobImages) containers(steps []etcdjobs.Step, bucket pulumi.StringOutput) corev1.ContainerArray {
+	var out corev1.ContainerArray
+	for _, s := range steps {
+		image := im.etcd
+		if s.Image == etcdjobs.GcloudImage {
+			image = im.gcloud
+		}
+		c := &corev1.ContainerArgs{
+			Name:            pulumi.String(s.Name),
+			Image:           pulumi.String(image),
+			Command:         pulumi.ToStringArray(s.Command),
+			Resources:       containerResources(s.Resources.CPU, s.Resources.Memory, s.Resources.MemoryLimit),
+			SecurityContext: restrictedContainerSecurity(),
+		}
+		var mounts corev1.VolumeMountArray
+		for _, m := range s.Mounts {
+			mounts = append(mounts, &corev1.VolumeMountArgs{Name: pulumi.String(m.Volume), MountPath: pulumi.String(m.Path)})
+		}
+		c.VolumeMounts = mounts
+		var env corev1.EnvVarArray
+		if s.Bucket {
+			env = append(env, &corev1.EnvVarArgs{Name: pulumi.String("BUCKET"), Value: bucket})
+		}
+		for _, e := range s.Env {
+			env = append(env, &corev1.EnvVarArgs{Name: pulumi.String(e.Name), Value: pulumi.String(e.Value)})
+		}
+		if len(env) > 0 {
+			c.Env = env
+		}
+		if s.Sidecar {
+			c.RestartPolicy = pulumi.String("Always")
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// etcdJob is what the snapshot and the restore-drill CronJobs differ in.
+type etcdJob struct {
+	schedule                            string
+	backoffLimit, activeDeadlineSeconds int
+	labels                              pulumi.StringMap
+	serviceAccount                      string
+	// volume is the pod's one emptyDir, mounted at /<volume> in every container.
+	volume                     string
+	initContainers, containers corev1.ContainerArray
+}
+
+// cronJobSpec is what both CronJobs are: never two runs at once, the last runs kept for
+// a look, and a pod under the restricted Pod Security Standard that never restarts.
+func (j etcdJob) cronJobSpec() *batchv1.CronJobSpecArgs {
 	return &batchv1.CronJobSpecArgs{
-		Schedule:                   pulumi.String(schedule),
+		Schedule:                   pulumi.String(j.schedule),
 		ConcurrencyPolicy:          pulumi.String("Forbid"),
 		StartingDeadlineSeconds:    pulumi.Int(600),
 		SuccessfulJobsHistoryLimit: pulumi.Int(3),
 		FailedJobsHistoryLimit:     pulumi.Int(5),
 		JobTemplate: &batchv1.JobTemplateSpecArgs{Spec: &batchv1.JobSpecArgs{
-			BackoffLimit:          pulumi.Int(1),
-			ActiveDeadlineSeconds: pulumi.Int(3600),
+			BackoffLimit:          pulumi.Int(j.backoffLimit),
+			ActiveDeadlineSeconds: pulumi.Int(j.activeDeadlineSeconds),
 			Template: &corev1.PodTemplateSpecArgs{
-				Metadata: &metav1.ObjectMetaArgs{Labels: pulumi.StringMap{EtcdJobLabel: pulumi.String("drill")}},
+				Metadata: &metav1.ObjectMetaArgs{Labels: j.labels},
 				Spec: &corev1.PodSpecArgs{
-					ServiceAccountName: pulumi.String(naming.DrillServiceAccount),
+					ServiceAccountName: pulumi.String(j.serviceAccount),
 					RestartPolicy:      pulumi.String("Never"),
 					SecurityContext:    restrictedPodSecurity(),
-					Volumes:            corev1.VolumeArray{emptyDir("scratch")},
-					InitContainers: corev1.ContainerArray{
-						withGcloudEnv(command("fetch", gcloudImage, "scratch", resources("100m", "256Mi", "1Gi"), "bash", "-c", DrillFetchScript), "scratch", bucket, shard),
-						command("status", etcdImage, "scratch", resources("100m", "64Mi", "1Gi"),
-							"/usr/local/bin/etcdutl", "snapshot", "status", "/scratch/snapshot.db", "-w", "json"),
-						command("restore", etcdImage, "scratch", resources("100m", "128Mi", "2Gi"),
-							"/usr/local/bin/etcdutl", "snapshot", "restore", "/scratch/snapshot.db",
-							"--data-dir=/scratch/restored", "--name=drill",
-							"--initial-cluster=drill="+local+":2380", "--initial-advertise-peer-urls="+local+":2380"),
-						sidecar,
-					},
-					Containers: corev1.ContainerArray{command("verify", gcloudImage, "scratch", resources("50m", "32Mi", "128Mi"), "bash", "-c", DrillVerifyScript)},
+					Volumes:            corev1.VolumeArray{emptyDir(j.volume)},
+					InitContainers:     j.initContainers,
+					Containers:         j.containers,
 				},
 			},
 		}},
@@ -314,37 +285,4 @@ func drillCronJob(shard, schedule, etcdImage, gcloudImage string, bucket pulumi.
 
 func emptyDir(name string) *corev1.VolumeArgs {
 	return &corev1.VolumeArgs{Name: pulumi.String(name), EmptyDir: &corev1.EmptyDirVolumeSourceArgs{}}
-}
-
-// command is a container running one exec-form command with the shared volume mounted
-// at /<volume>, under the restricted Pod Security Standard with a read-only root
-// filesystem: the snapshot, the restored data and gcloud's configuration all go to that
-// volume.
-func command(name, image, volume string, res *corev1.ResourceRequirementsArgs, argv ...string) *corev1.ContainerArgs {
-	return &corev1.ContainerArgs{
-		Name:            pulumi.String(name),
-		Image:           pulumi.String(image),
-		Command:         pulumi.ToStringArray(argv),
-		Resources:       res,
-		SecurityContext: restrictedContainerSecurity(),
-		VolumeMounts:    corev1.VolumeMountArray{&corev1.VolumeMountArgs{Name: pulumi.String(volume), MountPath: pulumi.String("/" + volume)}},
-	}
-}
-
-// withGcloudEnv gives a google-cloud-cli container the bucket and shard, a writable
-// gcloud configuration directory on the pod's volume (the root filesystem is read-only,
-// and the non-root user has no home), and turns parallel composite uploads off: they
-// compose temporary objects and delete them, which needs storage.objects.delete
-// (https://cloud.google.com/storage/docs/parallel-composite-uploads). gcloud storage
-// also takes semaphores in /dev/shm, which the runtime mounts writable in every pod,
-// apart from the root filesystem, and writes nothing else outside the volume
-// (tests/snapshots runs these containers with the root filesystem read-only).
-func withGcloudEnv(c *corev1.ContainerArgs, volume string, bucket pulumi.StringOutput, shard string) *corev1.ContainerArgs {
-	c.Env = corev1.EnvVarArray{
-		&corev1.EnvVarArgs{Name: pulumi.String("BUCKET"), Value: bucket},
-		&corev1.EnvVarArgs{Name: pulumi.String("SHARD"), Value: pulumi.String(shard)},
-		&corev1.EnvVarArgs{Name: pulumi.String("CLOUDSDK_CONFIG"), Value: pulumi.String("/" + volume + "/gcloud")},
-		&corev1.EnvVarArgs{Name: pulumi.String("CLOUDSDK_STORAGE_PARALLEL_COMPOSITE_UPLOAD_ENABLED"), Value: pulumi.String("False")},
-	}
-	return c
 }

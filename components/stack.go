@@ -2,7 +2,6 @@ package components
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -37,12 +36,20 @@ type Stack struct {
 	RootShard  *KcpRootShard
 	Shards     []*KcpShard
 	FrontProxy *FrontProxy
-	DNS        *SplitHorizonDNS
-	Edge       *KcpEdge
-	Hub        *HubKubeconfig
-	Snapshots  pulumi.Map
+	// IssuerCA is the Secret with the OIDC issuer's CA chain; nil unless the config gives
+	// the chain (oidc.caCertificates).
+	IssuerCA *OIDCIssuerCA
+	DNS      *SplitHorizonDNS
+	Edge     *KcpEdge
+	Hub      *HubKubeconfig
+	// UserKubeconfig is the users' kubeconfig: kubelogin signs them in with the hub's
+	// OIDC issuer, through the front proxy's public URL (userkubeconfig.go).
+	UserKubeconfig pulumi.StringOutput
+	Snapshots      pulumi.Map
 	// RetiredVolumes says where each retired shard's kept etcd data is.
 	RetiredVolumes pulumi.MapOutput
+	// Outputs are the stack's outputs, by name (Deploy exports them).
+	Outputs pulumi.Map
 }
 
 // NewStack composes the stack. Whatever the platform must read first (the GKE
@@ -56,14 +63,21 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 	if err != nil {
 		return nil, err
 	}
+	// Every Helm release of the stack carries the repair of the records an interrupted
+	// Helm operation left pending; it reaches the cluster as the platform's provider does.
+	access := builder.access()
+	releaseHooks, err := newHelmRecordRepair(ctx, access)
+	if err != nil {
+		return nil, err
+	}
 	st := &Stack{}
 	if err := ctx.RegisterComponentResource(stackTypeToken, name, st, opts...); err != nil {
 		return nil, err
 	}
-	if st.Platform, err = builder.Declare(ctx, name+"-"+string(cfg.Platform), pulumi.Parent(st)); err != nil {
+	if st.Platform, err = builder.Declare(ctx, name+"-"+string(cfg.Platform), releaseHooks, pulumi.Parent(st)); err != nil {
 		return nil, err
 	}
-	b := stackBuild{ctx: ctx, name: name, cfg: cfg, platform: st.Platform,
+	b := stackBuild{ctx: ctx, name: name, cfg: cfg, platform: st.Platform, access: access, releaseHooks: releaseHooks,
 		// Every Kubernetes object below goes through the platform's provider.
 		child: []pulumi.ResourceOption{pulumi.Parent(st), pulumi.Providers(st.Platform.Provider())}}
 	ns, err := b.namespaces()
@@ -94,14 +108,17 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 }
 
 // stackBuild is what each step of NewStack declares with: the Stack component's name
-// (every child's name starts with it), the config, the platform, and the options of
-// every child.
+// (every child's name starts with it), the config, the platform, how the resource hooks
+// reach the cluster, the option every Helm release carries, and the options of every
+// child.
 type stackBuild struct {
-	ctx      *pulumi.Context
-	name     string
-	cfg      *config.Config
-	platform Platform
-	child    []pulumi.ResourceOption
+	ctx          *pulumi.Context
+	name         string
+	cfg          *config.Config
+	platform     Platform
+	access       clusterAccess
+	releaseHooks pulumi.ResourceOption
+	child        []pulumi.ResourceOption
 }
 
 // stackNamespaces are the namespaces the stack declares.
@@ -113,13 +130,13 @@ type stackNamespaces struct{ etcd, operator, kcp, hub *corev1.Namespace }
 // the restricted level; kcp-system and kcp-operator run pods of upstream charts and of
 // the operator, which are not ours to change, so they only warn.
 func (b stackBuild) namespaces() (ns stackNamespaces, err error) {
-	if ns.etcd, err = newNamespace(b.ctx, b.name+"-ns-etcd", naming.NamespaceEtcd, true, PodSecurityEnforceLabel, b.child...); err != nil {
+	if ns.etcd, err = newNamespace(b.ctx, b.name+"-ns-etcd", naming.NamespaceEtcd, true, naming.PodSecurityEnforceLabel, b.child...); err != nil {
 		return ns, err
 	}
-	if ns.operator, err = newNamespace(b.ctx, b.name+"-ns-operator", naming.NamespaceOperator, false, PodSecurityWarnLabel, b.child...); err != nil {
+	if ns.operator, err = newNamespace(b.ctx, b.name+"-ns-operator", naming.NamespaceOperator, false, naming.PodSecurityWarnLabel, b.child...); err != nil {
 		return ns, err
 	}
-	if ns.kcp, err = newNamespace(b.ctx, b.name+"-ns-kcp", naming.NamespaceKcp, false, PodSecurityWarnLabel, b.child...); err != nil {
+	if ns.kcp, err = newNamespace(b.ctx, b.name+"-ns-kcp", naming.NamespaceKcp, false, naming.PodSecurityWarnLabel, b.child...); err != nil {
 		return ns, err
 	}
 	ns.hub, err = newNamespace(b.ctx, b.name+"-ns-hub", b.cfg.Hub.Namespace, true, "", b.child...)
@@ -145,12 +162,6 @@ func (st *Stack) declareEtcd(b stackBuild, namespace *corev1.Namespace) error {
 	return nil
 }
 
-// etcdImage is the pinned official etcd image: the members and the jobs that snapshot
-// and restore them run it.
-func etcdImage(cfg *config.Config) string {
-	return fmt.Sprintf("%s:%s", config.EtcdImageRepository, cfg.Versions.Etcd)
-}
-
 // etcdOf is the etcd of one shard.
 func (st *Stack) etcdOf(shard string) *EtcdCluster {
 	for _, etcd := range st.Etcd {
@@ -174,22 +185,32 @@ func (st *Stack) declareKcp(b stackBuild, ns stackNamespaces) error {
 		OperatorNamespace: ns.operator,
 		KcpNamespace:      ns.kcp,
 		CertManager:       b.platform.CertManager(),
-		ReleaseHooks:      b.platform.HelmReleaseHooks(),
+		ReleaseHooks:      b.releaseHooks,
 	}, b.child...); err != nil {
 		return err
 	}
 	// An upgrade rolls the root shard out before the shards and the front proxy are
 	// updated, and up returns once every updated kcp object serves (kcprollout.go).
-	waits, err := newKcpRolloutWaits(b.ctx, b.platform.ClusterAccess())
+	waits, err := newKcpRolloutWaits(b.ctx, b.access)
 	if err != nil {
 		return err
 	}
 	// What every kcp server takes from the config, derived once: the pinned image, the
-	// hub's OIDC and the servers' size.
+	// hub's OIDC (with the Secret of the issuer's CA, when the program owns it) and the
+	// servers' size.
 	image, auth, resources := kcpImage(cfg), kcpAuth(cfg), kcpResources(cfg)
+	var authDeps []pulumi.Resource
+	if cfg.HasIssuerCACertificates() {
+		if st.IssuerCA, err = NewOIDCIssuerCA(b.ctx, b.name+"-oidc-ca", &OIDCIssuerCAArgs{
+			PEM: cfg.OIDC.CACertificates, KcpNamespace: ns.kcp,
+		}, b.child...); err != nil {
+			return err
+		}
+		authDeps = []pulumi.Resource{st.IssuerCA.Secret}
+	}
 	server := func(e config.Endpoint, rolloutWaits pulumi.ResourceOption) KcpServerArgs {
-		return KcpServerArgs{Image: image, Auth: auth, Resources: resources, Hostname: e.Hostname, ClusterIP: e.ClusterIP, Replicas: e.Replicas,
-			Operator: st.Operator, RolloutWaits: rolloutWaits}
+		return KcpServerArgs{Image: image, Auth: auth, AuthDependsOn: authDeps, Resources: resources,
+			Hostname: e.Hostname, ClusterIP: e.ClusterIP, Replicas: e.Replicas, Operator: st.Operator, RolloutWaits: rolloutWaits}
 	}
 	if st.RootShard, err = NewKcpRootShard(b.ctx, b.name+"-root", &KcpRootShardArgs{
 		KcpServerArgs: server(cfg.Kcp.RootShard, waits.ofRootShard()),
@@ -234,15 +255,24 @@ func (st *Stack) declareAccess(b stackBuild, hubNamespace *corev1.Namespace) err
 	}, b.child...); err != nil {
 		return err
 	}
-	st.Hub, err = NewHubKubeconfig(b.ctx, b.name+"-hub", &HubKubeconfigArgs{
+	if st.Hub, err = NewHubKubeconfig(b.ctx, b.name+"-hub", &HubKubeconfigArgs{
 		FrontProxy:       st.FrontProxy,
 		Validity:         b.cfg.Hub.KubeconfigValidity,
 		RemintGeneration: b.cfg.Hub.RemintGeneration,
 		HubNamespace:     hubNamespace,
 		SecretName:       b.cfg.Hub.SecretName,
 		SecretKey:        b.cfg.Hub.SecretKey,
-	}, b.child...)
-	return err
+	}, b.child...); err != nil {
+		return err
+	}
+	st.UserKubeconfig = newUserKubeconfig(UserKubeconfigArgs{
+		Stack:     b.ctx.Stack(),
+		Access:    b.platform.UserAccess(b.cfg.Kcp.FrontProxy.Hostname, st.Hub.RootServerCA),
+		IssuerURL: b.cfg.OIDC.IssuerURL,
+		ClientID:  b.cfg.OIDC.ClientID,
+		IssuerCA:  b.cfg.OIDC.CACertificates,
+	})
+	return nil
 }
 
 // declareDataKeeping declares what keeps etcd's data: the platform's snapshots, and
@@ -302,7 +332,7 @@ func newNamespace(ctx *pulumi.Context, name, namespace string, retain bool, podS
 	}
 	labels := pulumi.StringMap{"app.kubernetes.io/part-of": pulumi.String(config.Project)}
 	if podSecurityMode != "" {
-		labels[podSecurityMode] = pulumi.String(PodSecurityRestricted)
+		labels[podSecurityMode] = pulumi.String(naming.PodSecurityRestricted)
 	}
 	return corev1.NewNamespace(ctx, name, &corev1.NamespaceArgs{
 		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(namespace), Labels: labels},

@@ -141,6 +141,11 @@ type OIDC struct {
 	// CASecret names a Secret in kcp-system holding the issuer's CA chain, for an
 	// issuer whose certificate is not in the kcp image's trust store.
 	CASecret *SecretKeyRef `json:"caSecret,omitempty"`
+	// CACertificates is the issuer's CA chain as PEM text (one or more CERTIFICATE
+	// blocks), the other way to give it: the program writes it into a Secret of its own
+	// (naming.OIDCIssuerCASecret) and the users' kubeconfig carries it for kubelogin.
+	// Public data, not a secret. Not with CASecret.
+	CACertificates string `json:"caCertificates,omitempty"`
 
 	// Fixed by the hub; present only so that a config changing them is refused.
 	UsernameClaim  *string `json:"usernameClaim,omitempty"`
@@ -205,6 +210,11 @@ type Kind struct {
 	// 3 or 5 members spread over that many zones, so etcd.members may not exceed it.
 	// kind/cluster.yaml creates one node.
 	NodeZones int `json:"nodeZones"`
+	// IssuerClusterIP is the fixed ClusterIP of the OIDC issuer's Service in the kind
+	// cluster (the hub's Dex): the split horizon answers the issuer's hostname (the host
+	// of oidc.issuerURL) with it, as it answers the shard hostnames, so kcp's pods and
+	// in-cluster clients reach the issuer by its public name. Empty: no answer.
+	IssuerClusterIP string `json:"issuerClusterIP,omitempty"`
 }
 
 // GKE holds the settings of the gke stack: the existing cluster and what the
@@ -277,4 +287,15 @@ func mustDuration(s string) time.Duration {
 // AllShards is the root shard followed by the additional shards, in config order.
 func (k Kcp) AllShards() []NamedShard {
 	return append([]NamedShard{{Name: naming.RootShardName, Endpoint: k.RootShard}}, k.Shards...)
+}
+
+// EtcdJobsGcloudImageTag is the google-cloud-cli tag of the jobs that move etcd
+// snapshots: gke.snapshots.gcloudImageTag on the gke stack. A kind stack declares no
+// snapshot jobs and has no such key; a restore there (cmd/etcdrestore) runs the key's
+// default, the image the gke stack runs unless it pins another.
+func (c *Config) EtcdJobsGcloudImageTag() string {
+	if c.GKE != nil {
+		return c.GKE.Snapshots.GcloudImage
+	}
+	return DefaultGcloudImageTag
 }

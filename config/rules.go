@@ -115,6 +115,14 @@ var (
 		"must name a Secret in kcp-system (a lower-case RFC 1123 subdomain)")
 	ruleCASecretKey = newRule("ca-secret-key", "`oidc.caSecret.key`",
 		"must be a Secret key (a file name): letters, digits, '-', '_' and '.', at most 253 characters, not . or .. and not starting with ..")
+	ruleCACertificatesAndSecret = newRule("ca-certificates-and-secret", "`oidc.caCertificates`, `oidc.caSecret`",
+		"both set: each gives the issuer's CA and kcp reads one CA file; give the CA chain as PEM text (caCertificates, the program owns the Secret) or name a Secret made by hand (caSecret), not both")
+	ruleCACertificatesPEM = newRule("ca-certificates-pem", "`oidc.caCertificates`",
+		caCertificatesPEMRule)
+	ruleCACertificatesCA = newRule("ca-certificates-ca", "`oidc.caCertificates`",
+		"a certificate that is not a CA (its basic constraints do not say CA:TRUE), such as the issuer's own serving certificate: kcp needs the CA that issued it")
+	ruleCACertificatesValidity = newRule("ca-certificates-validity", "`oidc.caCertificates`",
+		"a certificate that has expired or is not valid yet: kcp could not verify the issuer's certificate with it, and would refuse every user's token")
 
 	ruleKcpResources = newRule("kcp-resources", "`kcp.resources`",
 		"cpu, memory and memoryLimit must be Kubernetes quantities greater than zero, as a container's resources take them, with memory at most memoryLimit")
@@ -136,16 +144,16 @@ var (
 	// Network and edge.
 	ruleServiceCIDR = newRule("service-cidr", "`network.serviceCIDR`",
 		"must be the cluster's IPv4 Service range in CIDR form, such as 10.96.0.0/16 (at most /28)")
-	ruleClusterIPAddress = newRule("cluster-ip-address", "`kcp.*.clusterIP`",
+	ruleClusterIPAddress = newRule("cluster-ip-address", fixedClusterIPKeys,
 		"must be an IPv4 address")
-	ruleClusterIPRange = newRule("cluster-ip-range", "`kcp.*.clusterIP`",
+	ruleClusterIPRange = newRule("cluster-ip-range", fixedClusterIPKeys,
 		"outside the Service range (network.serviceCIDR; on gke also the range the cluster lookup returns)")
-	ruleClusterIPReserved = newRule("cluster-ip-reserved", "`kcp.*.clusterIP`",
+	ruleClusterIPReserved = newRule("cluster-ip-reserved", fixedClusterIPKeys,
 		fmt.Sprintf("one of the first %d addresses of the Service range, which the cluster reserves (network address, kubernetes API, cluster DNS)", reservedCount))
-	ruleClusterIPBand = newRule("cluster-ip-band", "`kcp.*.clusterIP`",
+	ruleClusterIPBand = newRule("cluster-ip-band", fixedClusterIPKeys,
 		"outside the static band of the Service range (its first min(max(16, size/16), 256) addresses), which the dynamic allocator leaves to fixed addresses")
-	ruleClusterIPDistinct = newRule("cluster-ip-distinct", "`kcp.*.clusterIP`",
-		"two components with the same address")
+	ruleClusterIPDistinct = newRule("cluster-ip-distinct", fixedClusterIPKeys,
+		"two components (the issuer's Service on kind included) with the same address")
 	ruleLBTimeout = newRule("lb-timeout", "`loadBalancer.timeout`",
 		"must be a duration of at least 60s: watches and edge tunnels are long-lived and a short timeout closes them (default 1h)")
 
@@ -168,6 +176,10 @@ var (
 		"must be empty ($KUBECONFIG, then ~/.kube/config) or the path of a kubeconfig file that exists")
 	ruleKindNodePort = newRule("kind-node-port", "`kind.gatewayNodePort`",
 		"must be a NodePort between 30000 and 32767")
+	ruleIssuerClusterIPHost = newRule("issuer-cluster-ip-host", "`kind.issuerClusterIP`, `oidc.issuerURL`",
+		"set while the issuer's host (of oidc.issuerURL) cannot take a split-horizon answer: an IP address (it needs none), a kcp hostname (the issuer needs a name of its own), or not a DNS name (a lower-case RFC 1123 subdomain)")
+	ruleIssuerClusterIPGKE = newRule("issuer-cluster-ip-gke", "`kind.issuerClusterIP`",
+		issuerClusterIPGKERule)
 
 	// gke.
 	ruleGKEProject = newRule("gke-project", "`gke.project`",

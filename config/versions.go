@@ -37,3 +37,9 @@ const (
 var KnownOperatorPairs = map[string]string{
 	"0.7.10": "v0.10.0",
 }
+
+// GcloudImage is the google-cloud-cli image of a tag.
+func GcloudImage(tag string) string { return GcloudImageRepository + ":" + tag }
+
+// EtcdImage is the official etcd image of a version.
+func EtcdImage(version string) string { return EtcdImageRepository + ":" + version }

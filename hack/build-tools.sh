@@ -19,10 +19,11 @@
 # Groups, in the order `all` builds them. Every group's cache directory names its version
 # and a hash of its module's go.mod and go.sum, so a moved dependency rebuilds it, and a
 # hash of the build flags (hack/goflags.sh: no cgo, no inlining), which the tests share.
-#   kube        kube-apiserver, kube-controller-manager, kube-scheduler, and the real
-#               node's kubelet and kube-proxy, in one go build (tools/kube; its shared
-#               libraries are pinned to the program's versions, so the program's tests
-#               and the control plane share their compile)
+#   kube        kube-apiserver, kube-controller-manager, kube-scheduler, the real
+#               node's kubelet and kube-proxy, and kubectl (the sign-in test's client),
+#               in one go build (tools/kube; its shared libraries are pinned to the
+#               program's versions, so the program's tests and the control plane share
+#               their compile)
 #   etcd        etcd: Debian's etcd-server package, installed with apt-get when
 #               etcd is not on PATH; RAILGRID_ETCD_FROM=source builds etcd from
 #               tools/etcd into the cache instead
@@ -62,6 +63,12 @@
 #   coredns     CoreDNS, the stock build with its standard plugins (tools/coredns), as its
 #               own image runs it: the cluster DNS on the real node, reading the
 #               program's Corefile
+#   dex         Dex, the hub's OIDC identity provider, built from the Dex source in
+#               ../shared/thirdparty/dex (read-only, -mod=readonly) as its Makefile builds
+#               a release; its version is the source's tag plus a hash of that source
+#   kubelogin   kubectl-oidc_login, the kubectl oidc-login plugin (kubelogin,
+#               tools/kubelogin at an exact version), named so that `kubectl oidc-login`
+#               finds it on PATH
 #
 # Environment:
 #   RAILGRID_TOOLS_CACHE  cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools);
@@ -82,7 +89,7 @@ TOOLS="$ROOT/tools"
 . "$ROOT/hack/goflags.sh"
 read -ra GO_FLAGS <<<"$GOFLAGS"
 CACHE=${RAILGRID_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/railgrid-kcp/tools}
-ALL_GROUPS=(kube etcd node actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp coredns)
+ALL_GROUPS=(kube etcd node actionlint kwok pulumi provider langhost etcdtools fakegcs kcp-operator cert-manager envoy-gateway helm kcp coredns dex kubelogin)
 THIRDPARTY=${RAILGRID_THIRDPARTY_DIR:-$ROOT/../shared/thirdparty}
 
 # Versions of the tools installed with `go install module@version`.
@@ -97,6 +104,9 @@ KCP_OPERATOR_VERSION=406169b
 # The kcp source in $THIRDPARTY is commit dac74f5 of kcp-dev/kcp, `git describe`
 # v0.32.0-162 (its README); the source has no version file, so the pin lives here.
 KCP_VERSION=v0.32.0-162-gdac74f5
+# The Dex source in $THIRDPARTY is tag v2.45.1 of dexidp/dex (its README); the source
+# carries no version of its own (its Makefile asks git), so the pin lives here.
+DEX_VERSION=v2.45.1
 # The upstream folders tools/controllers builds from (its go.mod's replace lines).
 CONTROLLERS_THIRDPARTY=(cert-manager-cainjector cert-manager-controller cert-manager-startupapicheck
   cert-manager-webhook kcp-apimachinery kcp-client-go kcp-operator kcp-sdk logicalcluster
@@ -163,7 +173,7 @@ group_info() {
   case $1 in
     kube)
       NAME=kube; VERSION=$(modver "$TOOLS/kube" k8s.io/kubernetes); TAG=$(modhash "$TOOLS/kube")
-      BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy) ;;
+      BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl) ;;
     etcd)
       NAME=etcd; BINS=(etcd)
       if [[ ${RAILGRID_ETCD_FROM:-apt} == source ]]; then
@@ -216,6 +226,14 @@ group_info() {
     coredns)
       NAME=coredns; VERSION=$(modver "$TOOLS/coredns" github.com/coredns/coredns); TAG=$(modhash "$TOOLS/coredns")
       BINS=(coredns) ;;
+    dex)
+      NAME=dex
+      [[ -f $THIRDPARTY/dex/go.mod ]] || die "dex: no Dex source in $THIRDPARTY/dex (set RAILGRID_THIRDPARTY_DIR)"
+      VERSION=$DEX_VERSION; TAG=$(source_hash "$THIRDPARTY/dex")
+      BINS=(dex) ;;
+    kubelogin)
+      NAME=kubelogin; VERSION=$(modver "$TOOLS/kubelogin" github.com/int128/kubelogin); TAG=$(modhash "$TOOLS/kubelogin")
+      BINS=(kubectl-oidc_login) ;;
     *) die "unknown group '$1' (groups: ${ALL_GROUPS[*]} all)" ;;
   esac
   # The build flags are part of the key: a binary built with other flags is another build.
@@ -280,6 +298,21 @@ build_fakegcs() { go_install "$1" "github.com/fsouza/fake-gcs-server@$VERSION"; 
 # it reports is a constant of the module (coremain.CoreVersion).
 build_coredns() {
   (cd "$TOOLS/coredns" && CGO_ENABLED=0 "${GOBUILD[@]}" -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns)
+}
+
+# Dex from the read-only upstream tree, stamped as its Makefile stamps a release
+# (-X main.version). Its sqlite3 storage needs cgo and is left out, as in any CGO_ENABLED=0
+# build; the tests use the memory storage.
+build_dex() {
+  (cd "$THIRDPARTY/dex" && GOFLAGS=-mod=readonly CGO_ENABLED=0 "${GOBUILD[@]}" \
+    -ldflags "-s -w -X main.version=$VERSION" -o "$1/dex" ./cmd/dex)
+}
+
+# kubelogin under the name kubectl looks up for `kubectl oidc-login`. Its version string
+# is the one its release sets (-X main.version, as its release workflow builds it).
+build_kubelogin() {
+  (cd "$TOOLS/kubelogin" && CGO_ENABLED=0 "${GOBUILD[@]}" \
+    -ldflags "-s -w -X main.version=$VERSION" -o "$1/kubectl-oidc_login" github.com/int128/kubelogin)
 }
 
 build_etcdtools() {
@@ -496,6 +529,9 @@ check_group() {
       envoy-gateway) out=$("$dir/$b" version) ;;
       helm) out=$("$dir/$b" version --short) ;;
       coredns) out=$("$dir/$b" -version) ;;
+      kubectl) out=$("$dir/$b" version --client) ;;
+      dex) out=$("$dir/$b" version) ;;
+      kubectl-oidc_login) out=$("$dir/$b" --version) ;;
       ctr|runc|conntrack|iptables) out=$("$dir/$b" --version) ;;
       busybox) out=$("$dir/$b" 2>&1 | head -n 1 || true) ;;
       pulumi-resource-kubernetes)

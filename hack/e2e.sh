@@ -21,9 +21,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-eval "$("$ROOT/hack/build-tools.sh" env kube etcd node kwok pulumi langhost provider kcp-operator cert-manager envoy-gateway helm kcp coredns)"
+eval "$("$ROOT/hack/build-tools.sh" env kube etcd node kwok pulumi langhost provider kcp-operator cert-manager envoy-gateway helm kcp coredns dex kubelogin)"
 for bin in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd kwok pulumi pulumi-resource-kubernetes \
-  kcp-operator cert-manager-controller cert-manager-webhook cert-manager-cainjector cert-manager-startupapicheck envoy-gateway helm kcp kcp-front-proxy coredns containerd busybox; do
+  kcp-operator cert-manager-controller cert-manager-webhook cert-manager-cainjector cert-manager-startupapicheck envoy-gateway helm kcp kcp-front-proxy coredns containerd busybox kubectl dex kubectl-oidc_login; do
   command -v "$bin" >/dev/null || { echo "e2e: $bin not found after build" >&2; exit 1; }
 done
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Assembles what the tests read beside the checkout: ../shared/thirdparty (upstream source
-# trees the controllers, kcp and the Go language host are built from) and
+# trees the controllers, kcp, Dex and the Go language host are built from) and
 # ../shared/reference/crds (upstream CRD schemas), from their public repositories at the
 # pins in SOURCES below. This project's CI machine is given ../shared; a fresh machine (a
 # GitHub runner) builds it with this script.
@@ -94,6 +94,10 @@ SOURCES=(
      go.mod: -replace=github.com/kcp-dev/embeddedetcd=../kcp-embeddedetcd | keep'
   # The embeddedetcd commit kcp's go.mod requires (v1.1.1-0.20260402110232-2cc5c5cce35e).
   'thirdparty/kcp-embeddedetcd | https://github.com/kcp-dev/embeddedetcd | 2cc5c5cce35e85b70f4d8aa35368ac713079e8d5 | - | . | . | **/*_test.go | - | -'
+  # Dex v2.45.1 (hack/build-tools.sh DEX_VERSION), the hub's identity provider, without
+  # its docs, examples, tests and test data. Every module it needs is served by the proxy.
+  'thirdparty/dex | https://github.com/dexidp/dex | 11d2eeb52b42e1980e14cb91e69dd9e3faab2076 | v2.45.1 | . | . |
+     .github docs examples **/*_test.go **/testdata | - | -'
 
   # --- upstream CRDs (../shared/reference/crds) -------------------------------------------
   'crds/kcp-operator | https://github.com/kcp-dev/kcp-operator | 406169b3aec30f7a28a16ef234b0f36d8b9492de | - | config/crd/bases | . | - | - | -'

@@ -1,9 +1,12 @@
 // Package naming is the one place for the names this program derives: the Namespaces,
 // Services, Deployments, StatefulSets, claims, Secrets, ConfigMaps, routes and kcp
-// objects it declares or that the kcp-operator and Helm create from what it declares,
-// and the in-cluster DNS names of those Services. The config checks them for collisions
-// before anything is declared, the components declare the objects with them, and
-// cmd/verify looks the objects up by them; a naming rule changes here, once.
+// objects it declares or that the kcp-operator and Helm create from what it declares
+// (naming.go); the in-cluster DNS names of those Services, their ports and URLs
+// (addresses.go); and the labels, annotations and field manager the objects carry
+// (labels.go). The config checks the names for collisions before anything is declared,
+// the components declare the objects with them, and cmd/verify and the tests look the
+// objects up by them; a naming rule changes here, once, and no package imports the
+// components to learn a name.
 //
 // It sits at the bottom of the tree: it imports nothing of this repository and no
 // Pulumi SDK, so every package may import it and cmd/verify does not link Pulumi for a
@@ -49,8 +52,10 @@ const (
 	SelfSignedIssuer = "selfsigned"
 
 	// KubeconfigName is the Kubeconfig object (and its Secret) of re-mint generation 0;
-	// later generations use KubeconfigObjectName.
-	KubeconfigName = "kcp-kubeconfig-frontproxy"
+	// later generations use KubeconfigObjectName. The operator writes the kubeconfig
+	// under KubeconfigSecretKey.
+	KubeconfigName      = "kcp-kubeconfig-frontproxy"
+	KubeconfigSecretKey = "kubeconfig"
 	// KubeconfigUsername is the user the hub's Kubeconfig object asks for (the client
 	// certificate's CN), and KubeconfigAdminGroup its group (O): the front proxy drops
 	// system:masters, so admin access through it needs system:kcp:admin.
@@ -70,6 +75,16 @@ const (
 	// the hosts stanza.
 	SplitHorizonCorefileConfigMap = "railgrid-kcp-corefile"
 
+	// OIDCIssuerCASecret is the Secret in NamespaceKcp the program writes the issuer's CA
+	// chain into (oidc.caCertificates), under OIDCIssuerCAKey; every kcp server's
+	// spec.auth.oidc.caFileRef names it.
+	OIDCIssuerCASecret = "railgrid-kcp-oidc-ca"
+	OIDCIssuerCAKey    = "ca.crt"
+
+	// ResponsePolicyName is the Cloud DNS response policy the gke stack creates when the
+	// config does not name an existing one.
+	ResponsePolicyName = "railgrid-kcp"
+
 	// The Kubernetes ServiceAccounts of the GKE snapshot and restore-drill jobs, and the
 	// NetworkPolicy that shuts their pods off (namespace etcd).
 	SnapshotServiceAccount = "etcd-snapshots"
@@ -77,12 +92,30 @@ const (
 	EtcdJobsNetworkPolicy  = "etcd-jobs"
 )
 
-// In-cluster addresses.
+// kubeadm's CoreDNS (a kind cluster's), in NamespaceKubeSystem, which the kind split
+// horizon extends: its ConfigMap and Deployment are kubeadm's, the Deployment's
+// config-volume is pointed at SplitHorizonCorefileConfigMap.
 const (
-	// ClusterDomain is the cluster's DNS domain (kcp-operator's default).
-	ClusterDomain = "cluster.local"
-	// KcpPort is the port every kcp server (shards and front proxy) listens on.
-	KcpPort = 6443
+	CoreDNSConfigMap  = "coredns"
+	CoreDNSDeployment = "coredns"
+	CoreDNSContainer  = "coredns"
+	// CoreDNSConfigVolume is kubeadm's volume of the Corefile, mounted at /etc/coredns.
+	CoreDNSConfigVolume = "config-volume"
+	CorefileKey         = "Corefile"
+	CorefilePath        = "/etc/coredns/Corefile"
+)
+
+// The resource hooks the program registers with the Pulumi engine.
+const (
+	// HelmRecordRepairHook runs before every Helm release of the stack is installed or
+	// upgraded.
+	HelmRecordRepairHook = "railgrid-kcp-helm-interrupted-records"
+	// KcpRolloutHook runs after a RootShard, Shard or FrontProxy is updated and returns
+	// once the operator has rolled that object's Deployments out to its new spec.
+	KcpRolloutHook = "railgrid-kcp-wait-for-kcp-rollout"
+	// RootShardFirstHook runs before a Shard or the FrontProxy is updated and refuses the
+	// update while the root shard has not rolled out.
+	RootShardFirstHook = "railgrid-kcp-root-shard-first"
 )
 
 // RootShardDeployment is the Deployment (and Service) the operator creates for a RootShard.
@@ -96,9 +129,6 @@ func ShardDeployment(name string) string { return name + "-shard-kcp" }
 
 // FrontProxyDeployment is the Deployment (and Service) the operator creates for a FrontProxy.
 func FrontProxyDeployment(name string) string { return name + "-front-proxy" }
-
-// OperatorServiceHost is the in-cluster DNS name of an operator-created Service.
-func OperatorServiceHost(service string) string { return serviceHost(service, NamespaceKcp) }
 
 // OwnedServiceName is the Service this program owns in front of a kcp component (the
 // front proxy, the root shard or a shard), with a fixed ClusterIP.
@@ -153,24 +183,41 @@ func EtcdName(shard string) string { return "etcd-" + shard }
 // EtcdHeadlessService gives each etcd member a stable DNS name.
 func EtcdHeadlessService(shard string) string { return EtcdName(shard) + "-headless" }
 
-// EtcdServiceHost is the in-cluster DNS name of a shard's etcd client Service.
-func EtcdServiceHost(shard string) string { return serviceHost(EtcdName(shard), NamespaceEtcd) }
-
-// EtcdHeadlessHost is the domain under which each member of a shard's etcd has its name.
-func EtcdHeadlessHost(shard string) string {
-	return serviceHost(EtcdHeadlessService(shard), NamespaceEtcd)
+// EtcdMemberName is the name of member i of a shard's etcd: its pod's name, which the
+// member also takes as its etcd name (--name=$(HOSTNAME)).
+func EtcdMemberName(shard string, member int) string {
+	return fmt.Sprintf("%s-%d", EtcdName(shard), member)
 }
 
-// EtcdMemberHost is the DNS name of one etcd member.
-func EtcdMemberHost(shard string, ordinal int) string {
-	return fmt.Sprintf("%s-%d.%s", EtcdName(shard), ordinal, EtcdHeadlessHost(shard))
-}
+// EtcdDataClaimTemplate is the volume claim template of the etcd StatefulSets.
+const EtcdDataClaimTemplate = "data"
 
 // EtcdClaimName is the volume claim of member i of a shard's etcd StatefulSet: the
-// claim template "data", the StatefulSet's name and the ordinal.
+// claim template, the StatefulSet's name and the ordinal.
 func EtcdClaimName(shard string, member int) string {
-	return fmt.Sprintf("data-%s-%d", EtcdName(shard), member)
+	return EtcdDataClaimTemplate + "-" + EtcdMemberName(shard, member)
 }
+
+// Where an etcd member's volume is mounted, and its data directory on it: a
+// subdirectory, so that a restore can move the old data aside on the same volume and
+// write the restored data where the member reads it.
+const (
+	EtcdDataMount = "/var/lib/etcd"
+	EtcdDataDir   = EtcdDataMount + "/data"
+)
+
+// EtcdRestoreJob is the Job of one restore (named by its id, at most 16 characters)
+// that restores member i of a shard's etcd from a snapshot: cmd/etcdrestore prints it,
+// and it mounts that member's claim. A new restore gets Jobs of its own: a Job's pod
+// template cannot be changed, and the Jobs of an earlier one stay to be read.
+func EtcdRestoreJob(shard string, member int, id string) string {
+	return EtcdMemberName(shard, member) + "-restore-" + id
+}
+
+// EtcdRestoreToken is the --initial-cluster-token of one restore of a shard's etcd: new
+// for every restore, so a restored member never joins a member that still holds the
+// cluster of before.
+func EtcdRestoreToken(shard, id string) string { return EtcdName(shard) + "-restore-" + id }
 
 // EtcdSnapshotCronJob is the GKE CronJob that snapshots a shard's etcd.
 func EtcdSnapshotCronJob(shard string) string { return EtcdName(shard) + "-snapshot" }
@@ -178,6 +225,10 @@ func EtcdSnapshotCronJob(shard string) string { return EtcdName(shard) + "-snaps
 // EtcdRestoreDrillCronJob is the GKE CronJob that restores a shard's newest snapshot.
 func EtcdRestoreDrillCronJob(shard string) string { return EtcdName(shard) + "-restore-drill" }
 
-func serviceHost(service, namespace string) string {
-	return fmt.Sprintf("%s.%s.svc.%s", service, namespace, ClusterDomain)
-}
+// UserKubeconfigCluster is the cluster, and the context, of the kubeconfig a stack exports
+// for its users (output userKubeconfig); UserKubeconfigUser is its user, who signs in
+// with OIDC. Named after the stack, so that the kubeconfigs of two stacks can be merged.
+func UserKubeconfigCluster(stack string) string { return "railgrid-kcp-" + stack }
+
+// UserKubeconfigUser: see UserKubeconfigCluster.
+func UserKubeconfigUser(stack string) string { return "railgrid-kcp-" + stack + "-oidc" }

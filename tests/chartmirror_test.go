@@ -1,23 +1,16 @@
 package tests
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"maps"
-	"math/big"
 	"os"
 	"path/filepath"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/internal/testpki"
 )
 
 // The Helm releases of the stacks, by logical name, on each platform.
@@ -150,20 +143,9 @@ func TestOCIChartMirrorIsAccepted(t *testing.T) {
 // writeCACertificate writes a self-signed CA certificate, PEM-encoded, to path.
 func writeCACertificate(t *testing.T, path string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewCA("chart mirror test CA")
 	require.NoError(t, err)
-	template := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "chart mirror test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, ca.WriteCA(path))
 }
 
 func mustGetwd(t *testing.T) string {

@@ -247,6 +247,37 @@ var refusals = []refusal{
 		key: "oidc.caSecret.key", value: "ca crt", says: "must consist of alphanumeric characters"},
 	{name: "OIDC CA secret key ..", rule: "ca-secret-key", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": ".."}) },
 		key: "oidc.caSecret.key", value: "..", says: "must not be '..'"},
+	{name: "OIDC CA as PEM text and as a Secret", rule: "ca-certificates-and-secret", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caCertificates", issuerCAs.root)
+		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca"})
+	},
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.root, "CERTIFICATE"), says: "and oidc.caSecret (Secret issuer-ca) are both set"},
+	{name: "OIDC CA not PEM", rule: "ca-certificates-pem", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", "ca.pem") },
+		key: "oidc.caCertificates", value: pemShown("ca.pem"), says: "it is not PEM"},
+	{name: "OIDC CA empty", rule: "ca-certificates-pem", stack: "gke", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", "") },
+		key: "oidc.caCertificates", value: pemShown(""), says: "it is empty"},
+	{name: "OIDC CA with a private key", rule: "ca-certificates-pem", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", issuerCAs.withKey) },
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.withKey, "CERTIFICATE", "PRIVATE KEY"), says: "its PEM block 2 is PRIVATE KEY, not a CERTIFICATE: a private key does not belong in stack config"},
+	{name: "OIDC CA certificate that does not parse", rule: "ca-certificates-pem", stack: "gke", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caCertificates", issuerCAs.root+badCertificatePEM)
+	},
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.root+badCertificatePEM, "CERTIFICATE", "CERTIFICATE"), says: "its certificate 2 does not parse as X.509"},
+	{name: "OIDC CA with text after it", rule: "ca-certificates-pem", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", issuerCAs.root+"ca.crt\n") },
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.root+"ca.crt\n", "CERTIFICATE"), says: "it has text after its PEM block 1"},
+	{name: "OIDC CA a block without its end", rule: "ca-certificates-pem", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caCertificates", "-----BEGIN CERTIFICATE-----\nMIIB\n"+issuerCAs.root)
+	},
+		key: "oidc.caCertificates", value: pemShown("-----BEGIN CERTIFICATE-----\nMIIB\n"+issuerCAs.root, "CERTIFICATE"), says: "its PEM block 1 does not decode"},
+	{name: "OIDC CA a serving certificate", rule: "ca-certificates-ca", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", issuerCAs.notACA) },
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.notACA, "CERTIFICATE"), says: `certificate 1 of 1 (subject "CN=dex.kcp.localhost", valid`},
+	{name: "OIDC CA chain with a serving certificate", rule: "ca-certificates-ca", stack: "gke", edit: func(v map[string]any) {
+		setIn(v, "oidc", "caCertificates", issuerCAs.chain+issuerCAs.notACA)
+	},
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.chain+issuerCAs.notACA, "CERTIFICATE", "CERTIFICATE", "CERTIFICATE"), says: "certificate 3 of 3 (subject \"CN=dex.kcp.localhost\""},
+	{name: "OIDC CA expired", rule: "ca-certificates-validity", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", issuerCAs.expired) },
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.expired, "CERTIFICATE"), says: "expired at"},
+	{name: "OIDC CA not valid yet", rule: "ca-certificates-validity", stack: "gke", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", issuerCAs.notYetValid) },
+		key: "oidc.caCertificates", value: pemShown(issuerCAs.notYetValid, "CERTIFICATE"), says: "is not valid before"},
 	{name: "etcd two members", rule: "etcd-members", stack: "gke", edit: func(v map[string]any) { setIn(v, "etcd", "members", 2) },
 		key: "etcd.members", value: "2", says: "1, 3 or 5"},
 	{name: "etcd zero members", rule: "etcd-members", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "members", 0) },
@@ -298,6 +329,20 @@ var refusals = []refusal{
 		key: "kcp.shards[0].clusterIP", value: "10.96.200.7", says: "static band"},
 	{name: "cluster IP duplicate", rule: "cluster-ip-distinct", stack: "gke", edit: func(v map[string]any) { setIn(v, "kcp", "shards[0].clusterIP", "34.118.224.101") },
 		key: "kcp.shards[0].clusterIP", value: "34.118.224.101", says: "distinct"},
+	{name: "issuer ClusterIP not an address", rule: "cluster-ip-address", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "dex") },
+		key: "kind.issuerClusterIP", value: "dex", says: "IPv4 address"},
+	{name: "issuer ClusterIP empty", rule: "cluster-ip-address", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "") },
+		key: "kind.issuerClusterIP", value: "", says: "IPv4 address"},
+	{name: "issuer ClusterIP outside the Service range", rule: "cluster-ip-range", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "10.97.0.110") },
+		key: "kind.issuerClusterIP", value: "10.97.0.110", says: "inside the Service range 10.96.0.0/16 (network.serviceCIDR)"},
+	{name: "issuer ClusterIP reserved", rule: "cluster-ip-reserved", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "10.96.0.10") },
+		key: "kind.issuerClusterIP", value: "10.96.0.10", says: "reserves"},
+	{name: "issuer ClusterIP in the dynamic band", rule: "cluster-ip-band", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "10.96.1.110") },
+		key: "kind.issuerClusterIP", value: "10.96.1.110", says: "static band"},
+	{name: "issuer ClusterIP a shard's", rule: "cluster-ip-distinct", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "10.96.0.102") },
+		key: "kind.issuerClusterIP", value: "10.96.0.102", says: "must be distinct; kcp.shards[0].clusterIP has the same address"},
+	{name: "issuer ClusterIP the front proxy's", rule: "cluster-ip-distinct", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "10.96.0.100") },
+		key: "kind.issuerClusterIP", value: "10.96.0.100", says: "kcp.frontProxy.clusterIP has the same address"},
 	{name: "load balancer timeout too short", rule: "lb-timeout", stack: "gke", edit: func(v map[string]any) { setIn(v, "loadBalancer", "timeout", "30s") },
 		key: "loadBalancer.timeout", value: "30s", says: "at least 60s"},
 	{name: "hub namespace kube-system", rule: "hub-namespace", stack: "kind", edit: func(v map[string]any) { setIn(v, "hub", "namespace", "kube-system") },
@@ -324,6 +369,18 @@ var refusals = []refusal{
 		key: "kind.kubeconfig", value: "/nonexistent/kubeconfig", says: "a kubeconfig file that exists"},
 	{name: "kind node port zero", rule: "kind-node-port", stack: "kind", edit: func(v map[string]any) { setIn(v, "kind", "gatewayNodePort", 0) },
 		key: "kind.gatewayNodePort", value: "0", says: "between 30000 and 32767"},
+	{name: "issuer ClusterIP for an issuer at an address", rule: "issuer-cluster-ip-host", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "issuerURL", "https://10.96.0.110/dex") },
+		key: "kind.issuerClusterIP", value: "10.96.0.110", says: `the issuer's host "10.96.0.110" (oidc.issuerURL) is an IP address`},
+	{name: "issuer ClusterIP for an issuer on a shard's hostname", rule: "issuer-cluster-ip-host", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "issuerURL", "https://alpha.kcp.localhost:5556/dex")
+	},
+		key: "kind.issuerClusterIP", value: "10.96.0.110", says: "is kcp.shards[0].hostname too"},
+	{name: "issuer ClusterIP for an issuer on the front proxy's hostname", rule: "issuer-cluster-ip-host", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "issuerURL", "https://kcp.localhost/dex") },
+		key: "kind.issuerClusterIP", value: "10.96.0.110", says: "is kcp.frontProxy.hostname too"},
+	{name: "issuer ClusterIP for an issuer host with an underscore", rule: "issuer-cluster-ip-host", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "issuerURL", "https://dex_1.kcp.localhost") },
+		key: "kind.issuerClusterIP", value: "10.96.0.110", says: "lower-case RFC 1123 subdomain"},
+	{name: "issuer ClusterIP on gke", rule: "issuer-cluster-ip-gke", stack: "gke", edit: func(v map[string]any) { setIn(v, "kind", "issuerClusterIP", "34.118.224.110") },
+		key: "kind.issuerClusterIP", value: "34.118.224.110", says: "on GKE the issuer is public"},
 	{name: "gke project", rule: "gke-project", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "project", "Railgrid") },
 		key: "gke.project", value: "Railgrid", says: "project ID"},
 	{name: "gke location a zone", rule: "gke-location", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "location", "europe-west1-b") },
@@ -399,10 +456,10 @@ var refusals = []refusal{
 		key:  "kcp.shards[1].clusterIP", value: "10.96.0.104", says: "cannot change in place"},
 	{name: "root shard ClusterIP moved", rule: "shard-moved", stack: "kind", previous: ranWithBeta,
 		edit: func(v map[string]any) {
-			setIn(v, "kcp", "rootShard.clusterIP", "10.96.0.110")
+			setIn(v, "kcp", "rootShard.clusterIP", "10.96.0.111")
 			addShard(v, "beta", "beta.kcp.localhost", "10.96.0.103")
 		},
-		key: "kcp.rootShard.clusterIP", value: "10.96.0.110", says: "was 10.96.0.101"},
+		key: "kcp.rootShard.clusterIP", value: "10.96.0.111", says: "was 10.96.0.101"},
 	{name: "gke gateway certificate", rule: "gateway-certificate", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.certificateSecret", "kcp-tls") },
 		key: "gke.gateway", value: `certificateSecret="kcp-tls" certManagerClusterIssuer="letsencrypt"`, says: "exactly one"},
 	{name: "gke cluster issuer with a space", rule: "gateway-certificate", stack: "gke", edit: func(v map[string]any) { setIn(v, "gke", "gateway.certManagerClusterIssuer", "lets encrypt") },
@@ -441,6 +498,12 @@ var acceptances = []acceptance{
 	}},
 	{name: "CA secret key a dot file", stack: "kind", edit: func(v map[string]any) {
 		setIn(v, "oidc", "caSecret", map[string]any{"name": "issuer-ca", "key": ".ca.crt"})
+	}},
+	{name: "OIDC CA chain of a root and an intermediate", stack: "gke", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", issuerCAs.chain) }},
+	{name: "OIDC CA with blank lines around it", stack: "kind", edit: func(v map[string]any) { setIn(v, "oidc", "caCertificates", "\n\n"+issuerCAs.root+"\n") }},
+	{name: "no issuer ClusterIP on kind", stack: "kind", edit: func(v map[string]any) { delete(v[key("kind")].(map[string]any), "issuerClusterIP") }},
+	{name: "issuer ClusterIP with an issuer URL that has a port and a path", stack: "kind", edit: func(v map[string]any) {
+		setIn(v, "oidc", "issuerURL", "https://login.railgrid.test:5556/dex")
 	}},
 	{name: "etcd volume size 1.5Gi", stack: "kind", edit: func(v map[string]any) { setIn(v, "etcd", "volumeSize", "1.5Gi") }},
 	{name: "kcp memory equal to its limit, cpu in millicores", stack: "kind", edit: func(v map[string]any) {

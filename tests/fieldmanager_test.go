@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // Every Kubernetes object is applied by one fixed field manager, so a create that an
@@ -27,7 +27,7 @@ func TestEveryObjectHasTheFixedFieldManagerAndForceOnlyWhereWeAloneWrite(t *test
 			}
 			objects++
 			annotations, _ := getOptional(inputs(res), "metadata", "annotations").(map[string]any)
-			require.Equal(t, components.FieldManager, annotations["pulumi.com/patchFieldManager"], "%s %s: field manager", stack, res.URN)
+			require.Equal(t, naming.FieldManager, annotations["pulumi.com/patchFieldManager"], "%s %s: field manager", stack, res.URN)
 			force := annotations["pulumi.com/patchForce"]
 			sharedWithAnotherWriter := strings.Contains(res.Type, "operator.kcp.io") || strings.HasSuffix(res.Type, "Patch")
 			if strings.Contains(res.Type, "operator.kcp.io") {
@@ -72,8 +72,8 @@ func TestEveryHelmReleaseRepairsRecordsAnInterruptedHelmLeftPending(t *testing.T
 				continue
 			}
 			releases++
-			require.Equal(t, []string{components.HelmRecordRepairHook}, res.BeforeCreateHooks, "%s %s: before-create hooks", stack, res.URN)
-			require.Equal(t, []string{components.HelmRecordRepairHook}, res.BeforeUpdateHooks, "%s %s: before-update hooks", stack, res.URN)
+			require.Equal(t, []string{naming.HelmRecordRepairHook}, res.BeforeCreateHooks, "%s %s: before-create hooks", stack, res.URN)
+			require.Equal(t, []string{naming.HelmRecordRepairHook}, res.BeforeUpdateHooks, "%s %s: before-update hooks", stack, res.URN)
 		}
 		require.Equal(t, want, releases, "%s: Helm releases (kind: cert-manager, Envoy Gateway, kcp-operator)", stack)
 	}

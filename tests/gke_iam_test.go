@@ -179,8 +179,8 @@ func iamViolations(scripts, roles []string) []string {
 
 // Each command of the snapshot and drill scripts has the permissions Google documents
 // for it through the roles the program grants, and no granted role can delete or
-// overwrite a snapshot. Negative cases: the grant the program used to make (objectCreator
-// alone) lacks get and list, objectUser adds delete, and a gcloud call without a
+// overwrite a snapshot. Negative cases: objectCreator alone (the obvious grant for an
+// upload) lacks get and list, objectUser adds delete, and a gcloud call without a
 // contract entry is reported.
 func TestGKESnapshotIAMContract(t *testing.T) {
 	rec := runStack(t, "gke")

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -60,7 +59,8 @@ func TestGKESnapshotUploadNeedsNoDelete(t *testing.T) {
 		}
 		upload := jobContainers(t, rec, "etcd-"+shard+"-snapshot")["upload"]
 		script := stringList(t, upload, "command")
-		require.Equal(t, []string{"bash", "-c", components.SnapshotUploadScript}, script)
+		require.Len(t, script, 3)
+		require.Equal(t, []string{"bash", "-c"}, script[:2])
 		require.Contains(t, script[2], `gcloud storage cp --no-clobber /backup/snapshot.db "${target}"`)
 	}
 }
@@ -78,7 +78,9 @@ func TestGKEJobScriptsNeedNoPython(t *testing.T) {
 		}
 	}
 	verify := stringList(t, jobContainers(t, rec, "etcd-root-restore-drill")["verify"], "command")
-	require.Equal(t, []string{"bash", "-c", components.DrillVerifyScript}, verify)
+	require.Len(t, verify, 3)
+	require.Equal(t, []string{"bash", "-c"}, verify[:2])
+	require.Contains(t, verify[2], "exec 3<>/dev/tcp/127.0.0.1/2379", "the drill asks the restored etcd over bash's /dev/tcp")
 }
 
 // The snapshot and drill pods hold a full copy of a shard's data and serve nothing: a
@@ -94,13 +96,13 @@ func TestGKEEtcdJobPodsAreIsolated(t *testing.T) {
 	require.Equal(t, []string{"Ingress"}, stringList(t, policy, "spec.policyTypes"))
 	require.NotContains(t, get(t, policy, "spec"), "ingress", "no rule: nothing may connect")
 	expr := get(t, policy, "spec.podSelector.matchExpressions[0]").(map[string]any)
-	require.Equal(t, map[string]any{"key": components.EtcdJobLabel, "operator": "Exists"}, expr)
+	require.Equal(t, map[string]any{"key": naming.EtcdJobLabel, "operator": "Exists"}, expr)
 	for _, shard := range []string{"root", "alpha"} {
 		etcdPolicy := inputs(object(t, rec, "NetworkPolicy", "etcd-"+shard))
 		clientSelector := get(t, etcdPolicy, "spec.ingress[1].from[0].podSelector.matchLabels").(map[string]any)
 		for job, wantClient := range map[string]bool{"etcd-" + shard + "-snapshot": true, "etcd-" + shard + "-restore-drill": false} {
 			labels := get(t, inputs(object(t, rec, "CronJob", job)), "spec.jobTemplate.spec.template.metadata.labels").(map[string]any)
-			require.Contains(t, labels, components.EtcdJobLabel, "%s is selected by the jobs policy", job)
+			require.Contains(t, labels, naming.EtcdJobLabel, "%s is selected by the jobs policy", job)
 			matches := true
 			for k, v := range clientSelector {
 				if labels[k] != v {
@@ -120,5 +122,5 @@ func TestGKEGatewayIsAwaitedForItsAddress(t *testing.T) {
 	rec := runStack(t, "gke")
 	gateway := inputs(object(t, rec, "Gateway", naming.EdgeGatewayName))
 	annotations := get(t, gateway, "metadata.annotations").(map[string]any)
-	require.Equal(t, "jsonpath={.status.addresses[0].value}", annotations[components.GatewayWaitForAnnotation])
+	require.Equal(t, "jsonpath={.status.addresses[0].value}", annotations[naming.AnnotationWaitFor])
 }

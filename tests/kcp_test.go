@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/naming"
@@ -220,9 +219,9 @@ func TestEtcdIsPinnedBudgetedAndUnreachableFromOutside(t *testing.T) {
 
 		policy := inputs(object(t, rec, "NetworkPolicy", "etcd-"+shard))
 		require.Equal(t, []string{"Ingress"}, stringList(t, policy, "spec.policyTypes"))
-		component := components.ComponentShard
+		component := naming.ComponentShard
 		if shard == "root" {
-			component = components.ComponentRootShard
+			component = naming.ComponentRootShard
 		}
 		kcpPeer := get(t, policy, "spec.ingress[0].from[0]")
 		require.Equal(t, naming.NamespaceKcp, getString(t, kcpPeer, "namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name"))
@@ -313,11 +312,11 @@ func TestKcpUpgradesRollTheRootShardFirst(t *testing.T) {
 		rec := runStack(t, stack)
 		for kind, before := range map[string][]string{
 			"RootShard":  nil,
-			"Shard":      {components.RootShardFirstHook},
-			"FrontProxy": {components.RootShardFirstHook},
+			"Shard":      {naming.RootShardFirstHook},
+			"FrontProxy": {naming.RootShardFirstHook},
 			"Kubeconfig": nil,
 		} {
-			after := []string{components.KcpRolloutHook}
+			after := []string{naming.KcpRolloutHook}
 			if kind == "Kubeconfig" {
 				after = nil
 			}

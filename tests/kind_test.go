@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -29,8 +28,10 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	for _, s := range cfg.Kcp.AllShards() {
 		want = append(want, s.ClusterIP, s.Hostname, "|")
 	}
+	// And the OIDC issuer's hostname, with its Service's ClusterIP (kind.issuerClusterIP).
+	want = append(want, cfg.Kind.IssuerClusterIP, cfg.IssuerHostname(), "|")
 	require.Equal(t, want, lines)
-	require.NotContains(t, lines, cfg.Kcp.FrontProxy.Hostname, "only shard hostnames are split")
+	require.NotContains(t, lines, cfg.Kcp.FrontProxy.Hostname, "only shard hostnames and the issuer's are split")
 
 	for _, res := range rec.Resources {
 		require.NotEqual(t, "kubernetes:core/v1:ConfigMapPatch", res.Type, "kubeadm's ConfigMap is not patched: %s", res.URN)
@@ -60,7 +61,7 @@ func TestKindSplitHorizonIsACoreDNSHostsFileOfOurOwn(t *testing.T) {
 	mounts := get(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts").([]any)
 	require.Len(t, mounts, 1, "only the hosts directory is mounted; nothing inside kubeadm's read-only /etc/coredns")
 	require.Equal(t, "/etc/railgrid-kcp", getString(t, inputs(deploy), "spec.template.spec.containers[0].volumeMounts[0].mountPath"))
-	require.Equal(t, components.CoreDNSConfigVolume, getString(t, inputs(deploy), "spec.template.spec.volumes[1].name"))
+	require.Equal(t, naming.CoreDNSConfigVolume, getString(t, inputs(deploy), "spec.template.spec.volumes[1].name"))
 	require.Equal(t, naming.SplitHorizonCorefileConfigMap, getString(t, inputs(deploy), "spec.template.spec.volumes[1].configMap.name"))
 	require.Nil(t, getOptional(get(t, inputs(deploy), "spec.template.spec.volumes[1]"), "configMap", "optional"), "a missing Corefile must keep the pod from starting, not start CoreDNS on an empty file")
 	// The answers wait for their shards; the Corefile, its read of kubeadm's Corefile and
@@ -87,7 +88,7 @@ func TestKindEdgePassesTLSThroughWithLongTimeouts(t *testing.T) {
 	require.Equal(t, "Passthrough", getString(t, gateway, "spec.listeners[0].tls.mode"))
 	// The up waits until Envoy Gateway has programmed the Gateway (tests/e2e proves it
 	// against the real control plane).
-	require.Equal(t, components.KindGatewayWaitFor, getString(t, gateway, "metadata.annotations.pulumi\\.com/waitFor"))
+	require.Equal(t, "condition=Programmed", getString(t, gateway, "metadata.annotations.pulumi\\.com/waitFor"))
 	hosts := map[string]string{"frontproxy": cfg.Kcp.FrontProxy.Hostname, "root": cfg.Kcp.RootShard.Hostname, "alpha": cfg.Kcp.Shards[0].Hostname}
 	for name, host := range hosts {
 		route := inputs(object(t, rec, "TLSRoute", "kcp-"+name))

@@ -27,7 +27,7 @@ func TestGeneratedNamesAreTheDeclaredNames(t *testing.T) {
 			t.Run(fmt.Sprintf("%s+%d", stack, len(shards)), func(t *testing.T) {
 				values := stackValues(t, stack)
 				for i, name := range shards {
-					addShard(values, name, name+".kcp.example.com", fmt.Sprintf("%s.%d", clusterIPPrefix(stack), 110+i))
+					addShard(values, name, name+".kcp.example.com", fmt.Sprintf("%s.%d", clusterIPPrefix(stack), 120+i))
 				}
 				rec, err := runValues(t, stack, values, mockstack.Options{})
 				require.NoError(t, err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -119,11 +118,11 @@ func TestNamespacesApplyRestrictedPodSecurity(t *testing.T) {
 			return get(t, inputs(object(t, rec, "Namespace", name)), "metadata.labels").(map[string]any)
 		}
 		etcd := labels(naming.NamespaceEtcd)
-		require.Equal(t, "restricted", etcd[components.PodSecurityEnforceLabel], stack)
+		require.Equal(t, "restricted", etcd[naming.PodSecurityEnforceLabel], stack)
 		for _, ns := range []string{naming.NamespaceKcp, naming.NamespaceOperator} {
 			l := labels(ns)
-			require.Equal(t, "restricted", l[components.PodSecurityWarnLabel], "%s %s", stack, ns)
-			require.NotContains(t, l, components.PodSecurityEnforceLabel, "%s %s: upstream pods are not ours to change", stack, ns)
+			require.Equal(t, "restricted", l[naming.PodSecurityWarnLabel], "%s %s", stack, ns)
+			require.NotContains(t, l, naming.PodSecurityEnforceLabel, "%s %s: upstream pods are not ours to change", stack, ns)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -99,7 +100,8 @@ func TestJSONPlanMarksWhatOnlyTheCloudKnows(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if len(doc.MockedInvokes) != 1 || doc.MockedInvokes[0] != "gcp:container/getCluster:getCluster" {
+	// The cluster's lookup, and the read of the stack's own previous outputs.
+	if !slices.Equal(slices.Sorted(slices.Values(doc.MockedInvokes)), []string{"gcp:container/getCluster:getCluster", "pulumi:pulumi:readStackOutputs"}) {
 		t.Errorf("mocked invokes: %v", doc.MockedInvokes)
 	}
 	var bucket *plan.JSONResource
@@ -110,6 +112,25 @@ func TestJSONPlanMarksWhatOnlyTheCloudKnows(t *testing.T) {
 	}
 	if bucket == nil || !bucket.Protect {
 		t.Fatalf("the snapshot bucket must be listed as protected: %+v", bucket)
+	}
+}
+
+// The JSON plan lists the stack's outputs; the users' kubeconfig is one, in the clear.
+func TestJSONPlanListsTheStacksOutputs(t *testing.T) {
+	code, out, errOut := runPlan(t, "-stack", "kind", "-config", stackFile("kind"), "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc plan.JSONPlan
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, _ := doc.Outputs["userKubeconfig"].(string)
+	if !strings.Contains(kubeconfig, "server: https://kcp.localhost:8443/clusters/root") || !strings.Contains(kubeconfig, "- --oidc-issuer-url=https://dex.kcp.localhost") {
+		t.Errorf("output userKubeconfig:\n%s", kubeconfig)
+	}
+	if doc.Outputs["platform"] != "kind" || doc.Outputs["frontProxyHostname"] != "kcp.localhost" {
+		t.Errorf("outputs platform and frontProxyHostname: %v, %v", doc.Outputs["platform"], doc.Outputs["frontProxyHostname"])
 	}
 }
 

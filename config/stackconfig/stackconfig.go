@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -72,7 +71,7 @@ func LoadFrom(ctx *pulumi.Context, values map[string]string) (*config.Config, er
 
 // checkPrevious reads the stack's previous state (ReadPreviousShards) and refuses what
 // would break the running platform. It runs after the config checks and before the
-// program declares anything: the stack reference is a read of the stack's own outputs.
+// program declares anything: it reads the stack's own outputs, and declares nothing.
 func checkPrevious(ctx *pulumi.Context, cfg *config.Config) error {
 	prev, err := ReadPreviousShards(ctx)
 	if err != nil {
@@ -81,30 +80,21 @@ func checkPrevious(ctx *pulumi.Context, cfg *config.Config) error {
 	return cfg.CheckAgainstPrevious(prev)
 }
 
-// previousStateWait bounds the wait for the stack reference's outputs, which the engine
-// reads in preview and up alike.
-const previousStateWait = 5 * time.Minute
-
 // ReadPreviousShards reads config.PreviousShardsOutput of the stack's own last update
-// through a stack reference to itself (organization/project/stack). A stack that has
-// never run an `up` (or ran one before this output existed) has no previous shards.
+// (organization/project/stack). A stack that has never run an `up` (or ran one before
+// this output existed) has no previous shards. It reads with the engine's builtin
+// readStackOutputs, the call behind a stack reference, rather than a StackReference
+// resource: a stack reference to itself is read at the start of each update, before the
+// update changes the outputs, so a refresh afterwards always found it changed.
 func ReadPreviousShards(ctx *pulumi.Context) (map[string]config.ShardEndpoint, error) {
 	self := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
-	ref, err := pulumi.NewStackReference(ctx, config.Project+"-previous-state", &pulumi.StackReferenceArgs{Name: pulumi.String(self)})
-	if err != nil {
+	var read struct {
+		Outputs map[string]any `pulumi:"outputs"`
+	}
+	if err := ctx.Invoke(ReadStackOutputsToken, readStackOutputsArgs{Name: self}, &read); err != nil {
 		return nil, fmt.Errorf("reading the previous state of stack %s: %w", self, err)
 	}
-	got := make(chan any, 1)
-	ref.Outputs.ApplyT(func(outputs map[string]any) error {
-		got <- outputs[config.PreviousShardsOutput]
-		return nil
-	})
-	var raw any
-	select {
-	case raw = <-got:
-	case <-time.After(previousStateWait):
-		return nil, fmt.Errorf("the previous state of stack %s (its output %s) did not arrive within %s", self, config.PreviousShardsOutput, previousStateWait)
-	}
+	raw := read.Outputs[config.PreviousShardsOutput]
 	if raw == nil {
 		return nil, nil
 	}
@@ -117,4 +107,11 @@ func ReadPreviousShards(ctx *pulumi.Context) (map[string]config.ShardEndpoint, e
 		return nil, fmt.Errorf("the output %s of stack %s is not the map of shard endpoints this program writes: %w", config.PreviousShardsOutput, self, err)
 	}
 	return prev, nil
+}
+
+// ReadStackOutputsToken is the engine's builtin call that reads a stack's outputs.
+const ReadStackOutputsToken = "pulumi:pulumi:readStackOutputs"
+
+type readStackOutputsArgs struct {
+	Name string `pulumi:"name"`
 }

@@ -1,23 +1,19 @@
 package mockstack
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/config/stackconfig"
+	"github.com/railgrid/railgrid-kcp/internal/testpki"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -73,28 +69,17 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 			if err != nil {
 				return "", nil, nil, err
 			}
-			set("data", map[string]any{components.KubeconfigSecretKey: base64.StdEncoding.EncodeToString(kubeconfig)})
+			set("data", map[string]any{naming.KubeconfigSecretKey: base64.StdEncoding.EncodeToString(kubeconfig)})
 		}
 	case "kubernetes:core/v1:ConfigMap":
-		if args.ID == naming.NamespaceKubeSystem+"/"+components.CoreDNSConfigMap {
-			set("data", map[string]any{"Corefile": KindCorefile})
+		if args.ID == naming.NamespaceKubeSystem+"/"+naming.CoreDNSConfigMap {
+			set("data", map[string]any{naming.CorefileKey: KindCorefile})
 		}
 	case "kubernetes:core/v1:PersistentVolumeClaim":
 		// A kept etcd claim, bound as the volume provisioner binds it.
 		if args.ReadRPC != nil {
 			set("spec", map[string]any{"volumeName": "pvc-fake-" + strings.ReplaceAll(args.ID, "/", "-")})
 		}
-	case "pulumi:pulumi:StackReference":
-		// The stack's own outputs of its last up (stackconfig.ReadPreviousShards).
-		outputs := map[string]any{}
-		if opts.Previous != nil {
-			shards := map[string]any{}
-			for name, e := range opts.Previous {
-				shards[name] = map[string]any{"hostname": e.Hostname, "clusterIP": e.ClusterIP}
-			}
-			outputs[config.PreviousShardsOutput] = shards
-		}
-		set("outputs", outputs)
 	case "kubernetes:helm.sh/v3:Release":
 		set("status", map[string]any{"status": "deployed", "revision": 1})
 	case "random:index/randomId:RandomId":
@@ -125,6 +110,17 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 
 func fakeInvoke(args pulumi.MockCallArgs, opts Options) (resource.PropertyMap, bool, error) {
 	switch args.Token {
+	case stackconfig.ReadStackOutputsToken:
+		// The stack's own outputs of its last up (stackconfig.ReadPreviousShards).
+		outputs := map[string]any{}
+		if opts.Previous != nil {
+			shards := map[string]any{}
+			for name, e := range opts.Previous {
+				shards[name] = map[string]any{"hostname": e.Hostname, "clusterIP": e.ClusterIP}
+			}
+			outputs[config.PreviousShardsOutput] = shards
+		}
+		return resource.NewPropertyMapFromMap(map[string]any{"name": stringInput(args.Args, "name"), "outputs": outputs}), true, nil
 	case "gcp:container/getCluster:getCluster":
 		project := stringInput(args.Args, "project")
 		location := stringInput(args.Args, "location")
@@ -161,40 +157,18 @@ func stringInput(m resource.PropertyMap, key string) string {
 // fakeKubeconfig is a kubeconfig as the operator writes it for a frontProxyRef target:
 // the in-cluster front-proxy Service, kcp's server CA and an admin client certificate.
 func fakeKubeconfig(validity time.Duration) ([]byte, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewCA("root-server-ca", testpki.Valid(FakeMintTime, FakeMintTime.Add(10*365*24*time.Hour)))
 	if err != nil {
 		return nil, err
 	}
-	caTemplate := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "root-server-ca"},
-		NotBefore: FakeMintTime, NotAfter: FakeMintTime.Add(10 * 365 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTemplate, caTemplate, &caKey.PublicKey, caKey)
+	certPEM, keyPEM, err := ca.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: naming.KubeconfigUsername, Organization: []string{naming.KubeconfigAdminGroup}, OrganizationalUnit: []string{FakeKubeconfigMarker}},
+		NotBefore:   FakeMintTime,
+		NotAfter:    FakeMintTime.Add(validity),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
 	if err != nil {
 		return nil, err
-	}
-	clientKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	clientTemplate := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: components.KubeconfigUsername, Organization: []string{components.KubeconfigAdminGroup}, OrganizationalUnit: []string{FakeKubeconfigMarker}},
-		NotBefore:    FakeMintTime, NotAfter: FakeMintTime.Add(validity),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	clientDER, err := x509.CreateCertificate(rand.Reader, clientTemplate, caCert, &clientKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(clientKey)
-	if err != nil {
-		return nil, err
-	}
-	b64pem := func(typ string, der []byte) string {
-		return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
 	}
 	server := fmt.Sprintf("https://%s:%d", naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName)), naming.KcpPort)
 	kubeconfig := strings.Join([]string{
@@ -204,7 +178,7 @@ func fakeKubeconfig(validity time.Duration) ([]byte, error) {
 		"- name: default",
 		"  cluster:",
 		"    server: " + server + "/clusters/root",
-		"    certificate-authority-data: " + b64pem("CERTIFICATE", caDER),
+		"    certificate-authority-data: " + base64.StdEncoding.EncodeToString(ca.PEM),
 		"contexts:",
 		"- name: default",
 		"  context: {cluster: default, user: default}",
@@ -212,8 +186,8 @@ func fakeKubeconfig(validity time.Duration) ([]byte, error) {
 		"users:",
 		"- name: default",
 		"  user:",
-		"    client-certificate-data: " + b64pem("CERTIFICATE", clientDER),
-		"    client-key-data: " + b64pem("EC PRIVATE KEY", keyDER),
+		"    client-certificate-data: " + base64.StdEncoding.EncodeToString(certPEM),
+		"    client-key-data: " + base64.StdEncoding.EncodeToString(keyPEM),
 		"",
 	}, "\n")
 	return []byte(kubeconfig), nil

@@ -18,6 +18,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi/internals"
 
 	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
@@ -63,6 +64,16 @@ type Recording struct {
 	Stack     string
 	Resources []Resource
 	Invokes   []Invoke
+	// Outputs are the stack's outputs as the run computed them, by name.
+	Outputs map[string]Output
+}
+
+// Output is one stack output: its value (strings, numbers, maps and lists), whether it
+// is known (a preview does not know what only the cluster tells) and whether it is secret.
+type Output struct {
+	Value  any
+	Known  bool
+	Secret bool
 }
 
 // Options changes what the fakes return.
@@ -89,6 +100,7 @@ func RunConfig(stack string, values map[string]string, opts Options) (*Recording
 	}
 	m := &mocks{stack: stack, opts: opts}
 	var validationErr error
+	var outputs map[string]Output
 	program := func(ctx *pulumi.Context) error {
 		// The whole config is given, as PULUMI_CONFIG gives it to main.go's stackconfig.Load.
 		cfg, err := stackconfig.LoadFrom(ctx, values)
@@ -96,7 +108,11 @@ func RunConfig(stack string, values map[string]string, opts Options) (*Recording
 			validationErr = err
 			return err
 		}
-		_, err = components.Deploy(ctx, cfg)
+		st, err := components.Deploy(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		outputs, err = awaitOutputs(ctx, st.Outputs)
 		return err
 	}
 	withConfig := func(info *pulumi.RunInfo) {
@@ -104,7 +120,7 @@ func RunConfig(stack string, values map[string]string, opts Options) (*Recording
 		info.DryRun = opts.DryRun
 	}
 	err := pulumi.RunErr(program, pulumi.WithMocks(config.Project, stack, m), withConfig)
-	rec := &Recording{Stack: stack, Resources: m.resources, Invokes: m.invokes}
+	rec := &Recording{Stack: stack, Resources: m.resources, Invokes: m.invokes, Outputs: outputs}
 	sort.SliceStable(rec.Resources, func(i, j int) bool { return rec.Resources[i].URN < rec.Resources[j].URN })
 	if validationErr != nil {
 		// The recording is returned too, so callers can check that nothing was declared.
@@ -114,6 +130,19 @@ func RunConfig(stack string, values map[string]string, opts Options) (*Recording
 		return rec, err
 	}
 	return rec, nil
+}
+
+// awaitOutputs waits for each stack output, as the engine records it at the end of a run.
+func awaitOutputs(ctx *pulumi.Context, outputs pulumi.Map) (map[string]Output, error) {
+	out := map[string]Output{}
+	for name, input := range outputs {
+		res, err := internals.UnsafeAwaitOutput(ctx.Context(), pulumi.ToOutput(input))
+		if err != nil {
+			return nil, fmt.Errorf("output %s: %w", name, err)
+		}
+		out[name] = Output{Value: res.Value, Known: res.Known, Secret: res.Secret}
+	}
+	return out, nil
 }
 
 // RunStackFile runs the composition for a Pulumi.<stack>.yaml file.

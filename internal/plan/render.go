@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 // WriteYAML writes every Kubernetes object as multi-document YAML in apply order. Patches
@@ -63,6 +64,10 @@ type JSONPlan struct {
 	Resources []JSONResource `json:"resources"`
 	// MockedInvokes are data-source calls answered by fakes (the GKE cluster lookup).
 	MockedInvokes []string `json:"mockedInvokes,omitempty"`
+	// Outputs are the stack's outputs as the mocked run computes them (what only the
+	// cloud or cluster knows comes from the fakes), secrets and unknowns replaced as in
+	// the inputs.
+	Outputs map[string]any `json:"outputs,omitempty"`
 }
 
 // WriteJSON writes every resource of the stack as one JSON document.
@@ -78,6 +83,17 @@ func WriteJSON(w io.Writer, rec *mockstack.Recording) error {
 	for _, inv := range rec.Invokes {
 		if inv.Faked {
 			doc.MockedInvokes = append(doc.MockedInvokes, inv.Token)
+		}
+	}
+	doc.Outputs = map[string]any{}
+	for name, out := range rec.Outputs {
+		switch {
+		case out.Secret:
+			doc.Outputs[name] = SecretPlaceholder
+		case !out.Known:
+			doc.Outputs[name] = ComputedPlaceholder
+		default:
+			doc.Outputs[name] = out.Value
 		}
 	}
 	enc := json.NewEncoder(w)
@@ -101,7 +117,7 @@ func Waits(res mockstack.Resource) bool {
 	meta := Redact(res.Inputs)["metadata"]
 	if m, ok := meta.(map[string]any); ok {
 		if ann, ok := m["annotations"].(map[string]any); ok {
-			_, waits := ann["pulumi.com/waitFor"]
+			_, waits := ann[naming.AnnotationWaitFor]
 			return waits
 		}
 	}

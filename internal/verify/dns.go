@@ -21,10 +21,28 @@ import (
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// PodSpec is a short-lived probe: one container that runs Command and exits.
+// PodSpec is a short-lived probe: one container that runs Command (or, without it, the
+// image's entrypoint with Args) and exits.
 type PodSpec struct {
 	Image   string
 	Command []string
+	Args    []string
+	// Name is the probe's role, the container's name and the start of the Pod's
+	// (dnscheck when empty).
+	Name string
+	// Namespace is where the Pod runs (the runner's namespace when empty): a probe that
+	// mounts a Secret runs beside it.
+	Namespace string
+	// Files are mounted read-only, readable by the probe's user only.
+	Files []PodFile
+	// MemoryLimit and CPULimit are the container's limits (32Mi and 100m when empty).
+	MemoryLimit, CPULimit string
+}
+
+// PodFile is one key of a Secret or a ConfigMap, mounted at Dir/Key.
+type PodFile struct {
+	Dir                    string
+	Secret, ConfigMap, Key string
 }
 
 // PodRunner runs a probe Pod inside the cluster and returns what it printed. It must
@@ -183,9 +201,19 @@ type KubePodRunner struct {
 	PollInterval time.Duration
 	// DeleteTimeout bounds the clean-up, which runs even when ctx has ended (default 30s).
 	DeleteTimeout time.Duration
+	// Customize, when set, changes each Pod before it is created (a test points a name
+	// at another address with hostAliases, for example).
+	Customize func(*corev1.Pod)
 }
 
 const probeContainer = "dnscheck"
+
+func (s PodSpec) container() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	return probeContainer
+}
 
 // Run creates the Pod (restartPolicy Never, unprivileged, no service account token),
 // waits until it has finished, reads its logs and deletes it, also when ctx ends first
@@ -199,11 +227,18 @@ func (r *KubePodRunner) Run(ctx context.Context, spec PodSpec) (string, error) {
 	if deleteTimeout <= 0 {
 		deleteTimeout = 30 * time.Second
 	}
-	pods := r.Client.CoreV1().Pods(r.Namespace)
-	pod := probePod(r.Namespace, spec)
+	namespace := r.Namespace
+	if spec.Namespace != "" {
+		namespace = spec.Namespace
+	}
+	pods := r.Client.CoreV1().Pods(namespace)
+	pod := probePod(namespace, spec)
+	if r.Customize != nil {
+		r.Customize(pod)
+	}
 	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("create pod %s/%s: %w", r.Namespace, pod.Name, err)
+		return "", fmt.Errorf("create pod %s/%s: %w", namespace, pod.Name, err)
 	}
 	name := created.Name
 	defer func() {
@@ -237,17 +272,17 @@ func (r *KubePodRunner) Run(ctx context.Context, spec PodSpec) (string, error) {
 			if last == nil && lastErr != nil {
 				state = "cannot read the pod: " + lastErr.Error()
 			}
-			return "", fmt.Errorf("pod %s/%s did not finish in time (%s)", r.Namespace, name, state)
+			return "", fmt.Errorf("pod %s/%s did not finish in time (%s)", namespace, name, state)
 		case <-t.C:
 		}
 	}
 	limit := int64(64 << 10)
-	raw, err := pods.GetLogs(name, &corev1.PodLogOptions{Container: probeContainer, LimitBytes: &limit}).DoRaw(ctx)
+	raw, err := pods.GetLogs(name, &corev1.PodLogOptions{Container: spec.container(), LimitBytes: &limit}).DoRaw(ctx)
 	if err != nil {
-		return "", fmt.Errorf("read logs of pod %s/%s: %w", r.Namespace, name, err)
+		return "", fmt.Errorf("read logs of pod %s/%s: %w", namespace, name, err)
 	}
 	if last.Status.Phase == corev1.PodFailed {
-		return string(raw), fmt.Errorf("pod %s/%s failed (%s)", r.Namespace, name, podState(last))
+		return string(raw), fmt.Errorf("pod %s/%s failed (%s)", namespace, name, podState(last))
 	}
 	return string(raw), nil
 }
@@ -258,13 +293,37 @@ func probePod(namespace string, spec PodSpec) *corev1.Pod {
 	nobody := int64(65534)
 	deadline := int64(600)
 	grace := int64(0)
+	readable := int32(0o440) // the probe's group (fsGroup) reads, nobody else
+	memory, cpu := spec.MemoryLimit, spec.CPULimit
+	if memory == "" {
+		memory = "32Mi"
+	}
+	if cpu == "" {
+		cpu = "100m"
+	}
+	container := spec.container()
+	var (
+		volumes []corev1.Volume
+		mounts  []corev1.VolumeMount
+	)
+	for i, f := range spec.Files {
+		items := []corev1.KeyToPath{{Key: f.Key, Path: f.Key}}
+		v := corev1.Volume{Name: fmt.Sprintf("file-%d", i)}
+		if f.Secret != "" {
+			v.Secret = &corev1.SecretVolumeSource{SecretName: f.Secret, Items: items, DefaultMode: &readable}
+		} else {
+			v.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: f.ConfigMap}, Items: items, DefaultMode: &readable}
+		}
+		volumes = append(volumes, v)
+		mounts = append(mounts, corev1.VolumeMount{Name: v.Name, MountPath: f.Dir, ReadOnly: true})
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      "railgrid-kcp-dnscheck-" + utilrand.String(5),
+			Name:      "railgrid-kcp-" + container + "-" + utilrand.String(5),
 			Namespace: namespace,
 			Labels: map[string]string{
 				"app.kubernetes.io/name":       "railgrid-kcp-verify",
-				"app.kubernetes.io/component":  probeContainer,
+				"app.kubernetes.io/component":  container,
 				"app.kubernetes.io/managed-by": "railgrid-kcp-verify",
 			},
 		},
@@ -278,12 +337,16 @@ func probePod(namespace string, spec PodSpec) *corev1.Pod {
 				RunAsNonRoot:   &yes,
 				RunAsUser:      &nobody,
 				RunAsGroup:     &nobody,
+				FSGroup:        &nobody,
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
+			Volumes: volumes,
 			Containers: []corev1.Container{{
-				Name:    probeContainer,
-				Image:   spec.Image,
-				Command: spec.Command,
+				Name:         container,
+				Image:        spec.Image,
+				Command:      spec.Command,
+				Args:         spec.Args,
+				VolumeMounts: mounts,
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: &no,
 					ReadOnlyRootFilesystem:   &yes,
@@ -291,7 +354,7 @@ func probePod(namespace string, spec PodSpec) *corev1.Pod {
 				},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
 				},
 			}},
 		},

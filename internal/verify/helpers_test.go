@@ -6,17 +6,20 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
-// fixture is a healthy stack: config, fake cluster, scripted DNS, a TLS edge and a fake
-// kcp behind the owned Services.
+// fixture is a healthy stack: config, fake cluster, scripted DNS and provider probe, a
+// TLS edge and a fake kcp behind the owned Services.
 type fixture struct {
 	cfg     *config.Config
 	cluster *verifytest.Cluster
 	dns     *verifytest.DNSRunner
+	probe   *verifytest.ProbeRunner
 	kcp     *verifytest.Kcp
 	opts    verify.Options
 }
@@ -26,11 +29,21 @@ func newFixture(t *testing.T) *fixture {
 	cfg := verifytest.Config(t)
 	cl := verifytest.NewHealthyCluster(t, cfg)
 	dns := verifytest.HealthyDNS(cfg)
+	probe := verifytest.HealthyProbe(cfg, dns)
+	probe.ReadCA = func(ctx context.Context, namespace, name string) (string, error) {
+		cm, err := cl.Kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return cm.Data["ca.crt"], nil
+	}
 	f := &fixture{
-		cfg: cfg, cluster: cl, dns: dns,
+		cfg: cfg, cluster: cl, dns: dns, probe: probe,
 		opts: verify.Options{
-			Config: cfg, Kube: cl.Kube, Dynamic: cl.Dynamic, Pods: dns,
-			Timeout: time.Second, Interval: 20 * time.Millisecond,
+			Config: cfg, Kube: cl.Kube, Dynamic: cl.Dynamic, Pods: probe,
+			ProviderImage: verifytest.ProviderImage,
+			OIDCUser:      &verify.OIDCUser{Token: verifytest.AliceToken(cfg.OIDC.IssuerURL)},
+			Timeout:       time.Second, Interval: 20 * time.Millisecond,
 			Now: func() time.Time { return verifytest.Now },
 		},
 	}

@@ -88,7 +88,7 @@ func ResolveServiceBackend(ctx context.Context, kube kubernetes.Interface, names
 	var notReady []string
 	for i := range items {
 		pod := &items[i]
-		if why := podNotReady(pod); why != "" {
+		if why := PodNotReady(pod); why != "" {
 			notReady = append(notReady, pod.Name+" "+why)
 			continue
 		}
@@ -105,8 +105,8 @@ func ResolveServiceBackend(ctx context.Context, kube kubernetes.Interface, names
 		id, selector, strings.Join(notReady, ", "), namespace, selector)
 }
 
-// podNotReady says why a pod cannot take a port-forward, or "" when it can.
-func podNotReady(pod *corev1.Pod) string {
+// PodNotReady says why a pod cannot take a port-forward, or "" when it can.
+func PodNotReady(pod *corev1.Pod) string {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		return "is terminating"

@@ -97,6 +97,17 @@ func (s kcpService) httpClient(o *Options, roots *x509.CertPool) *http.Client {
 // servingCA is the CA cert-manager put beside the component's serving certificate
 // (ca.crt of its Secret): what a client of the component should trust.
 func servingCA(ctx context.Context, kube kubernetes.Interface, s kcpService) (*x509.CertPool, error) {
+	pem, err := servingCAPEM(ctx, kube, s)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	return pool, nil
+}
+
+// servingCAPEM is servingCA as PEM.
+func servingCAPEM(ctx context.Context, kube kubernetes.Interface, s kcpService) ([]byte, error) {
 	id := naming.NamespaceKcp + "/" + s.certificateSecret
 	secret, err := kube.CoreV1().Secrets(naming.NamespaceKcp).Get(ctx, s.certificateSecret, metav1.GetOptions{})
 	switch {
@@ -105,9 +116,8 @@ func servingCA(ctx context.Context, kube kubernetes.Interface, s kcpService) (*x
 	case err != nil:
 		return nil, fmt.Errorf("cannot read the serving certificate Secret %s: %v", id, err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(secret.Data["ca.crt"]) {
+	if !x509.NewCertPool().AppendCertsFromPEM(secret.Data["ca.crt"]) {
 		return nil, fmt.Errorf("serving certificate Secret %s has no PEM certificate under ca.crt (kubectl -n %s describe certificate %s)", id, naming.NamespaceKcp, s.certificateSecret)
 	}
-	return pool, nil
+	return secret.Data["ca.crt"], nil
 }

@@ -60,10 +60,11 @@ const (
 	CheckAnonymous     = "anonymous"
 	CheckHubCredential = "hub-credential"
 	CheckShards        = "shards"
+	// CheckProviderPath is defined with the check (providerpath.go).
 )
 
 // CheckNames lists every check in the order Run runs them.
-var CheckNames = []string{CheckRollout, CheckSplitHorizon, CheckIngress, CheckHubKubeconfig, CheckAnonymous, CheckHubCredential, CheckShards}
+var CheckNames = []string{CheckRollout, CheckSplitHorizon, CheckIngress, CheckHubKubeconfig, CheckAnonymous, CheckHubCredential, CheckShards, CheckProviderPath, CheckOIDCUser}
 
 // Defaults of Options fields left zero.
 const (
@@ -79,7 +80,8 @@ type Options struct {
 	// Kube and Dynamic reach the cluster (rollout, split-horizon, hub-kubeconfig).
 	Kube    kubernetes.Interface
 	Dynamic dynamic.Interface
-	// Pods runs the short-lived DNS probe Pod (split-horizon).
+	// Pods runs the short-lived probe Pods: the DNS probe (split-horizon) and, with
+	// ProviderImage, the provider probe (provider-path, hub-credential from a pod).
 	Pods PodRunner
 	// HTTP reaches the ingress (ingress). NewHTTPClient builds the real one.
 	HTTP *http.Client
@@ -95,6 +97,11 @@ type Options struct {
 	MinValidity time.Duration
 	// DNSCheckImage is the probe Pod's image (config.DefaultDNSCheckImage).
 	DNSCheckImage string
+	// ProviderImage is the provider probe's image (built from cmd/provider-probe).
+	// Without it, provider-path and hub-credential's pod mode are reported skipped.
+	ProviderImage string
+	// OIDCUser is what oidc-user signs in with; without it the check is skipped.
+	OIDCUser *OIDCUser
 	// Now is the clock (time.Now).
 	Now func() time.Time
 	// Skip maps a check to skip to the reason, reported instead of running it.
@@ -130,8 +137,10 @@ var checks = map[string]checkFunc{
 	CheckIngress:       checkIngress,
 	CheckHubKubeconfig: checkHubKubeconfig,
 	CheckAnonymous:     checkAnonymous,
-	CheckHubCredential: checkHubCredential,
+	CheckHubCredential: checkHubCredentialBothWays,
 	CheckShards:        checkShards,
+	CheckProviderPath:  checkProviderPath,
+	CheckOIDCUser:      checkOIDCUser,
 }
 
 // ParseCheckNames turns a comma-separated list into check names ("" or "all": every check).
@@ -218,6 +227,19 @@ func (o *Options) requireFor(check string) error {
 		// Kube reads the serving certificates' CA (anonymous) or the hub Secret.
 		need(o.Kube != nil, "Kube")
 		need(o.Services != nil, "Services")
+	case CheckOIDCUser:
+		if o.OIDCUser == nil {
+			break // skipped: nothing to sign in with
+		}
+		// Kube reads the front proxy's serving CA; Services reaches it.
+		need(o.Kube != nil, "Kube")
+		need(o.Services != nil, "Services")
+	}
+	switch check {
+	case CheckHubCredential, CheckProviderPath:
+		// Kube reads the hub Secret's CA; Pods runs the provider probe, if there is one.
+		need(o.Kube != nil, "Kube")
+		need(o.ProviderImage == "" || o.Pods != nil, "Pods")
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("verify: check %s needs Options.%s", check, strings.Join(missing, ", Options."))

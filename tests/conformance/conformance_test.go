@@ -242,7 +242,7 @@ func preCreate(ctx context.Context, cl *client, p rendered) error {
 			return err
 		}
 		if obj.GetKind() == "ConfigMap" {
-			if err := unstructured.SetNestedField(obj.Object, mockstack.KindCorefile, "data", "Corefile"); err != nil {
+			if err := unstructured.SetNestedField(obj.Object, mockstack.KindCorefile, "data", naming.CorefileKey); err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/etcdrestore"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 )
 
@@ -111,8 +114,33 @@ func admitPod(ctx context.Context, dyn dynamic.Interface, warnings *warningColle
 	return strings.Join(problems, "; ")
 }
 
+// restoreJobObjects are cmd/etcdrestore's Jobs for every shard of a stack, as plan
+// objects: they run in the etcd namespace too.
+func restoreJobObjects(cfg *config.Config) ([]plan.Object, error) {
+	var out []plan.Object
+	for _, shard := range cfg.Kcp.AllShards() {
+		jobs, err := etcdrestore.Jobs(etcdrestore.Options{Config: cfg, Shard: shard.Name, Bucket: "snapshots", ID: "conformance"})
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range jobs {
+			raw, err := json.Marshal(j)
+			if err != nil {
+				return nil, err
+			}
+			var m map[string]any
+			if err := json.Unmarshal(raw, &m); err != nil {
+				return nil, err
+			}
+			out = append(out, plan.Object{Manifest: m})
+		}
+	}
+	return out, nil
+}
+
 // TestPodTemplatesPassRestrictedPodSecurity builds a Pod from every pod template of both
-// stacks (the etcd StatefulSets, the snapshot and drill CronJobs) and creates it with a
+// stacks (the etcd StatefulSets, the snapshot and drill CronJobs) and from the restore
+// Jobs cmd/etcdrestore prints for each shard, and creates it with a
 // server-side dry run in its namespace, as the program declares that namespace, on a real
 // kube-apiserver with its PodSecurity admission. The etcd namespace enforces
 // `restricted`, so a template that breaks the level is refused; any PodSecurity warning
@@ -130,7 +158,11 @@ func TestPodTemplatesPassRestrictedPodSecurity(t *testing.T) {
 			t.Fatalf("stack %s: %v", stack, err)
 		}
 		serviceCIDR = p.serviceCIDR.String()
-		built, err := templatePods(p.objects)
+		restores, err := restoreJobObjects(p.cfg)
+		if err != nil {
+			t.Fatalf("stack %s: %v", stack, err)
+		}
+		built, err := templatePods(append(append([]plan.Object{}, p.objects...), restores...))
 		if err != nil {
 			t.Fatalf("stack %s: %v", stack, err)
 		}
@@ -148,8 +180,8 @@ func TestPodTemplatesPassRestrictedPodSecurity(t *testing.T) {
 			}
 		}
 	}
-	if len(pods) < 6 {
-		t.Fatalf("found %d pod templates, want the etcd StatefulSets of both stacks and gke's four CronJobs", len(pods))
+	if len(pods) < 14 {
+		t.Fatalf("found %d pod templates, want the etcd StatefulSets of both stacks, gke's four CronJobs and the restore Jobs (2 on kind, 6 on gke)", len(pods))
 	}
 
 	ctx := testContext(t)

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -23,11 +23,8 @@ import (
 // and with force only if the annotation pulumi.com/patchForce is "true". This file
 // applies the program's objects exactly so, to show what happens when a create reaches
 // the API server but not the state (an up interrupted or killed while the create was in
-// flight) and the next up creates the object again.
-const (
-	patchFieldManagerAnnotation = "pulumi.com/patchFieldManager"
-	patchForceAnnotation        = "pulumi.com/patchForce"
-)
+// flight) and the next up creates the object again. The annotations are
+// naming.AnnotationPatchFieldManager and naming.AnnotationPatchForce.
 
 // providerApply applies obj as the provider's create does, with manager and force.
 func (c *client) providerApply(ctx context.Context, obj *unstructured.Unstructured, manager string, force bool) error {
@@ -49,11 +46,11 @@ func (c *client) providerApply(ctx context.Context, obj *unstructured.Unstructur
 // that the state holds no manager for it (a create).
 func asTheProviderApplies(obj *unstructured.Unstructured, random string) (string, bool) {
 	a := obj.GetAnnotations()
-	manager := a[patchFieldManagerAnnotation]
+	manager := a[naming.AnnotationPatchFieldManager]
 	if manager == "" {
 		manager = "pulumi-kubernetes-" + random
 	}
-	return manager, a[patchForceAnnotation] == "true"
+	return manager, a[naming.AnnotationPatchForce] == "true"
 }
 
 // withoutFieldManagerAnnotations is obj as the program declared it before it set a
@@ -62,10 +59,10 @@ func asTheProviderApplies(obj *unstructured.Unstructured, random string) (string
 func withoutFieldManagerAnnotations(obj *unstructured.Unstructured, wasForced bool) *unstructured.Unstructured {
 	out := obj.DeepCopy()
 	a := out.GetAnnotations()
-	delete(a, patchFieldManagerAnnotation)
-	delete(a, patchForceAnnotation)
+	delete(a, naming.AnnotationPatchFieldManager)
+	delete(a, naming.AnnotationPatchForce)
 	if wasForced {
-		a[patchForceAnnotation] = "true"
+		a[naming.AnnotationPatchForce] = "true"
 	}
 	if len(a) == 0 {
 		a = nil
@@ -137,8 +134,8 @@ func TestReapplyAfterAnInterruptedCreate(t *testing.T) {
 			// random manager, the patches of kubeadm's CoreDNS forced as they must be (the
 			// ConfigMap by hand as it was; the Deployment's config-volume is kubeadm's field).
 			if failed := applyAll("created as before the fixed field manager", func(o *unstructured.Unstructured) (*unstructured.Unstructured, string, bool) {
-				kubeadms := (o.GetKind() == "ConfigMap" && o.GetName() == components.CoreDNSConfigMap) ||
-					(o.GetKind() == "Deployment" && o.GetName() == components.CoreDNSDeployment)
+				kubeadms := (o.GetKind() == "ConfigMap" && o.GetName() == naming.CoreDNSConfigMap) ||
+					(o.GetKind() == "Deployment" && o.GetName() == naming.CoreDNSDeployment)
 				old := withoutFieldManagerAnnotations(o, kubeadms)
 				m, force := asTheProviderApplies(old, "first-"+strings.ToLower(o.GetKind()))
 				return old, m, force
@@ -173,8 +170,8 @@ func TestReapplyAfterAnInterruptedCreate(t *testing.T) {
 			// interrupt: every object with the fixed manager, twice.
 			asDeclared := func(o *unstructured.Unstructured) (*unstructured.Unstructured, string, bool) {
 				m, force := asTheProviderApplies(o, "unused")
-				if m != components.FieldManager {
-					t.Errorf("%s is applied by %q, not by the program's field manager %q", describe(o), m, components.FieldManager)
+				if m != naming.FieldManager {
+					t.Errorf("%s is applied by %q, not by the program's field manager %q", describe(o), m, naming.FieldManager)
 				}
 				return o, m, force
 			}

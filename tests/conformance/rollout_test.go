@@ -97,7 +97,7 @@ func TestKcpRolloutWaitReadsWhatTheOperatorWrites(t *testing.T) {
 	// deployment writes one of the operator's Deployments with the rollout state given.
 	deployment := func(name, image string, updated, ready int32) *appsv1.Deployment {
 		t.Helper()
-		labels := map[string]string{"app.kubernetes.io/instance": name}
+		labels := map[string]string{naming.LabelInstance: name}
 		d, err := kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			d, err = kube.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{

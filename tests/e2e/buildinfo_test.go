@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -34,4 +37,42 @@ func TestModuleVersionInBuildInfoRefusesADirectoryReplacement(t *testing.T) {
 	if v, err := moduleVersionInBuildInfo(info, "github.com/envoyproxy/gateway"); err == nil || !strings.Contains(err.Error(), "not built from") {
 		t.Errorf("a module the binary was not built from gave %q, %v; want an error", v, err)
 	}
+}
+
+// builtModuleVersion returns the version of module a Go binary was built from, as
+// `go version -m` reports it (see moduleVersionInBuildInfo).
+func builtModuleVersion(ctx context.Context, bin, module string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "version", "-m", bin).Output()
+	if err != nil {
+		return "", fmt.Errorf("go version -m %s: %w", bin, err)
+	}
+	v, err := moduleVersionInBuildInfo(string(out), module)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", bin, err)
+	}
+	return v, nil
+}
+
+// moduleVersionInBuildInfo finds module in the output of `go version -m`: the main module
+// or a dependency (hack/build-tools.sh builds the controllers as dependencies of
+// tools/controllers). A replaced module counts only when a module version replaced it; a
+// directory says nothing about the version.
+func moduleVersionInBuildInfo(buildInfo, module string) (string, error) {
+	lines := strings.Split(buildInfo, "\n")
+	for i, line := range lines {
+		f := strings.Fields(line)
+		if len(f) < 3 || (f[0] != "mod" && f[0] != "dep") || f[1] != module {
+			continue
+		}
+		if i+1 < len(lines) {
+			if r := strings.Fields(lines[i+1]); len(r) >= 2 && r[0] == "=>" {
+				if len(r) < 3 || !strings.HasPrefix(r[2], "v") {
+					return "", fmt.Errorf("built from %s replaced by %s, which has no version", module, r[1])
+				}
+				return r[2], nil
+			}
+		}
+		return f[2], nil
+	}
+	return "", fmt.Errorf("not built from module %s:\n%s", module, buildInfo)
 }

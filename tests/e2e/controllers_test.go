@@ -2,23 +2,17 @@ package e2e
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/components/kcpapi"
 	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
@@ -127,72 +121,6 @@ func lastLine(s string) string {
 		return s[i+1:]
 	}
 	return s
-}
-
-// credential is a hub credential as the operator wrote it into its Kubeconfig's Secret.
-type credential struct {
-	Secret     string // <ns>/<name> of the operator's Secret
-	Kubeconfig []byte
-	Cert       *x509.Certificate
-	// Marker is the certificate's serial number (as bytes): unique per issuance, so
-	// the leak search can look for it in the state.
-	Marker string
-}
-
-// readCredential reads the kubeconfig the operator wrote for the Kubeconfig object name.
-func readCredential(ctx context.Context, c *cluster, name string) (credential, error) {
-	secret, err := c.kube.CoreV1().Secrets(naming.NamespaceKcp).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return credential{}, err
-	}
-	return parseCredential(naming.NamespaceKcp+"/"+name, secret)
-}
-
-func parseCredential(id string, secret *corev1.Secret) (credential, error) {
-	data := secret.Data[components.KubeconfigSecretKey]
-	if len(data) == 0 {
-		return credential{}, fmt.Errorf("%s has no key %s", id, components.KubeconfigSecretKey)
-	}
-	cfg, err := clientcmd.Load(data)
-	if err != nil {
-		return credential{}, fmt.Errorf("%s: %w", id, err)
-	}
-	kctx := cfg.Contexts[cfg.CurrentContext]
-	if kctx == nil || cfg.AuthInfos[kctx.AuthInfo] == nil {
-		return credential{}, fmt.Errorf("%s: no current context with a user", id)
-	}
-	block, _ := pem.Decode(cfg.AuthInfos[kctx.AuthInfo].ClientCertificateData)
-	if block == nil {
-		return credential{}, fmt.Errorf("%s: the client certificate is not PEM", id)
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return credential{}, fmt.Errorf("%s: %w", id, err)
-	}
-	return credential{Secret: id, Kubeconfig: data, Cert: cert, Marker: string(cert.SerialNumber.Bytes())}, nil
-}
-
-// certificateSecrets lists the cert-manager Certificates of kcp-system that issue the hub
-// credential (kubeconfig-cert-<Kubeconfig>) with their Secrets, if still there.
-func certificateSecrets(ctx context.Context, c *cluster) ([]string, error) {
-	list, err := c.dyn.Resource(certificateGVR).Namespace(naming.NamespaceKcp).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, crt := range list.Items {
-		if !strings.HasPrefix(crt.GetName(), "kubeconfig-cert-") {
-			continue
-		}
-		secretName, _, _ := unstructured.NestedString(crt.Object, "spec", "secretName")
-		state := "Secret " + secretName
-		if _, err := c.kube.CoreV1().Secrets(naming.NamespaceKcp).Get(ctx, secretName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			state += " (gone)"
-		}
-		out = append(out, "Certificate "+crt.GetName()+", "+state)
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // isAvailable reports whether a kcp object's Available condition is True (for its

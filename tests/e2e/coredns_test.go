@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -21,7 +20,7 @@ import (
 // the ConfigMap key behind it. It returns the Corefile, the ConfigMap it came from, and
 // the hosts file the Corefile's hosts stanza names, resolved the same way (absent: "").
 func corefileCoreDNSReads(ctx context.Context, e *env) (corefile, from, hosts string, err error) {
-	deploy, err := e.c.kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Get(ctx, components.CoreDNSDeployment, metav1.GetOptions{})
+	deploy, err := e.c.kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Get(ctx, naming.CoreDNSDeployment, metav1.GetOptions{})
 	if err != nil {
 		return "", "", "", err
 	}
@@ -29,12 +28,12 @@ func corefileCoreDNSReads(ctx context.Context, e *env) (corefile, from, hosts st
 		spec := deploy.Spec.Template.Spec
 		var container *corev1.Container
 		for i := range spec.Containers {
-			if spec.Containers[i].Name == components.CoreDNSContainer {
+			if spec.Containers[i].Name == naming.CoreDNSContainer {
 				container = &spec.Containers[i]
 			}
 		}
 		if container == nil {
-			return "", "", fmt.Errorf("no container %s in the CoreDNS pod template", components.CoreDNSContainer)
+			return "", "", fmt.Errorf("no container %s in the CoreDNS pod template", naming.CoreDNSContainer)
 		}
 		// The most specific mount wins, as in the container's mount table.
 		var best *corev1.VolumeMount
@@ -67,7 +66,7 @@ func corefileCoreDNSReads(ctx context.Context, e *env) (corefile, from, hosts st
 		}
 		return "", "", fmt.Errorf("volume %s of the mount at %s is not a ConfigMap", best.Name, best.MountPath)
 	}
-	corefile, from, err = read(components.CorefilePath)
+	corefile, from, err = read(naming.CorefilePath)
 	if err != nil {
 		return "", from, "", err
 	}
@@ -108,7 +107,7 @@ func checkCoreDNSReadsOurCorefile(t *testing.T, ctx context.Context, e *env, p r
 	} else if hosts != "" {
 		t.Errorf("after destroy CoreDNS still reads answers:\n%s", hosts)
 	}
-	kubeadm, err := e.c.kube.CoreV1().ConfigMaps(naming.NamespaceKubeSystem).Get(ctx, components.CoreDNSConfigMap, metav1.GetOptions{})
+	kubeadm, err := e.c.kube.CoreV1().ConfigMaps(naming.NamespaceKubeSystem).Get(ctx, naming.CoreDNSConfigMap, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -30,44 +29,6 @@ import (
 // envoyGatewayControllerName is the controller name in the chart's configuration and in
 // the kind stack's GatewayClass.
 const envoyGatewayControllerName = "gateway.envoyproxy.io/gatewayclass-controller"
-
-// builtModuleVersion returns the version of module a Go binary was built from, as
-// `go version -m` reports it (see moduleVersionInBuildInfo).
-func builtModuleVersion(ctx context.Context, bin, module string) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "version", "-m", bin).Output()
-	if err != nil {
-		return "", fmt.Errorf("go version -m %s: %w", bin, err)
-	}
-	v, err := moduleVersionInBuildInfo(string(out), module)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", bin, err)
-	}
-	return v, nil
-}
-
-// moduleVersionInBuildInfo finds module in the output of `go version -m`: the main module
-// or a dependency (hack/build-tools.sh builds the controllers as dependencies of
-// tools/controllers). A replaced module counts only when a module version replaced it; a
-// directory says nothing about the version.
-func moduleVersionInBuildInfo(buildInfo, module string) (string, error) {
-	lines := strings.Split(buildInfo, "\n")
-	for i, line := range lines {
-		f := strings.Fields(line)
-		if len(f) < 3 || (f[0] != "mod" && f[0] != "dep") || f[1] != module {
-			continue
-		}
-		if i+1 < len(lines) {
-			if r := strings.Fields(lines[i+1]); len(r) >= 2 && r[0] == "=>" {
-				if len(r) < 3 || !strings.HasPrefix(r[2], "v") {
-					return "", fmt.Errorf("built from %s replaced by %s, which has no version", module, r[1])
-				}
-				return r[2], nil
-			}
-		}
-		return f[2], nil
-	}
-	return "", fmt.Errorf("not built from module %s:\n%s", module, buildInfo)
-}
 
 // The Gateway API and Envoy Gateway resources of the kind edge.
 var (

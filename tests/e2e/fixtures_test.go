@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
@@ -117,7 +116,7 @@ func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir strin
 		if err := c.running(); err != nil {
 			return false, err
 		}
-		d, err := kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Get(ctx, components.CoreDNSDeployment, metav1.GetOptions{})
+		d, err := kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Get(ctx, naming.CoreDNSDeployment, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
@@ -70,7 +69,7 @@ func kcpContainers(ctx context.Context, c *cluster, namespace string) ([]kcpCont
 			if len(ctr.Command) == 0 || kcpImageBinaries[ctr.Command[0]] == "" {
 				continue
 			}
-			k := kcpContainer{Deployment: d.Namespace + "/" + d.Name, Container: ctr.Name, Component: d.Spec.Template.Labels[components.LabelComponent],
+			k := kcpContainer{Deployment: d.Namespace + "/" + d.Name, Container: ctr.Name, Component: d.Spec.Template.Labels[naming.LabelComponent],
 				Command: ctr.Command, Args: ctr.Args}
 			for _, m := range ctr.VolumeMounts {
 				k.Mounts = append(k.Mounts, m.MountPath)
@@ -320,7 +319,8 @@ const gkePlanNamespace = "gke-plan"
 // its Issuer, RootShard, Shard and FrontProxy; the test applies them to a namespace of
 // their own on this cluster, for the real operator to write their Deployments while
 // other steps run. The returned func removes them (the test lifts their finalizers: no
-// kcp runs behind them to clean up after); so does the end of t.
+// kcp runs behind them to clean up after); the caller makes sure it runs, as the objects
+// must outlive the step that applies them.
 func applyGKEPlanKcpObjects(t *testing.T, ctx context.Context, c *cluster, root string) (remove func()) {
 	t.Helper()
 	values, err := config.ReadStackFile(filepath.Join(root, "Pulumi.gke.yaml"))
@@ -366,9 +366,7 @@ func applyGKEPlanKcpObjects(t *testing.T, ctx context.Context, c *cluster, root 
 		t.Fatalf("the gke plan gave %d of the %d kcp objects %v", len(applied), len(kinds), kinds)
 	}
 	var once sync.Once
-	remove = func() { once.Do(func() { removeWithFinalizers(context.Background(), c, mapper, applied) }) }
-	t.Cleanup(remove)
-	return remove
+	return func() { once.Do(func() { removeWithFinalizers(context.Background(), c, mapper, applied) }) }
 }
 
 // checkGKEPlanKcpArgs runs the command lines the operator wrote for the gke plan's kcp

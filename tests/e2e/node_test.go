@@ -16,6 +16,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/naming"
+	"github.com/railgrid/railgrid-kcp/tests/internal/planjobs"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -75,10 +76,36 @@ func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []stri
 		kcp,
 		testenv.OperatorImage(config.OperatorImageRepository+":"+p.cfg.Versions.OperatorImage, bins.kcpOperator),
 		testenv.EnvoyGatewayImage(p.cfg.Versions.EnvoyGateway, bins.envoyGateway),
+		// The provider probe: cmd/verify's provider-path and hub-credential run it as a pod.
+		testenv.ProviderProbeImage(testenv.ProviderProbeImageRef, testenv.BuildProviderProbe(t, dir)),
 	}
 	for _, c := range testenv.CertManagerComponents {
 		images = append(images, testenv.CertManagerImage(c, p.cfg.Versions.CertManager, bins.certManagerImages[c]))
 	}
+	// The hub's Dex, as its chart runs it (ghcr.io/dexidp/dex at the built version).
+	dexVersion, err := testenv.DexVersion(bins.dex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dex, err := testenv.DexImage(dexVersion, bins.dex, filepath.Join(testenv.ThirdpartyDir(testenv.RepoRoot(t)), "dex", "web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images = append(images, dex)
+	// The gke stack's snapshot job's gcloud image, under the plan's name (the restore step).
+	jobs, err := planjobs.LoadGKE(filepath.Join(testenv.RepoRoot(t), "Pulumi.gke.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk, err := testenv.GcloudSDKRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcloud, err := testenv.GcloudImage(jobs.GcloudImage(), sdk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images = append(images, gcloud)
 	tarballs, err := testenv.WriteImages(images, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,12 @@ type binaries struct {
 	envoyGateway      string
 	// helm packages and pushes the charts the test's mirrors serve.
 	helm string
+	// kubectl is what an operator changes the cluster with by hand (drift), and what the
+	// admin and the users sign in with.
+	kubectl string
+	// dex is the hub's Dex (its image's binary, and another Dex on loopback);
+	// kubelogin is kubectl's oidc-login plugin, found by kubectl on PATH.
+	dex, kubelogin string
 	// kcpServers are the kcp servers built from the kcp source, by name: kcp and
 	// kcp-front-proxy (kcpflags_test.go runs the operator's command lines through them).
 	kcpServers map[string]string
@@ -72,6 +78,9 @@ func findBinaries(t *testing.T) binaries {
 		certManagerImages:     map[testenv.CertManagerComponent]string{},
 		envoyGateway:          find("envoy-gateway"),
 		helm:                  find("helm"),
+		kubectl:               find("kubectl"),
+		dex:                   find("dex"),
+		kubelogin:             find("kubectl-oidc_login"),
 		kcpServers:            map[string]string{"kcp": find("kcp"), "kcp-front-proxy": find("kcp-front-proxy")},
 		node:                  testenv.FindNodeBinaries(&exe),
 		coredns:               find("coredns"),
@@ -206,4 +215,57 @@ func firstWord(args []string) string {
 		}
 	}
 	return "cmd"
+}
+
+// goBuild builds a package of the repository in the background; wait returns the
+// binary, or the build's error with its output.
+func goBuild(ctx context.Context, root, pkg, out string) (wait func() (string, error)) {
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	build.Dir = root
+	var output bytes.Buffer
+	build.Stdout, build.Stderr = &output, &output
+	done := make(chan error, 1)
+	go func() { done <- build.Run() }()
+	var once sync.Once
+	var err error
+	return func() (string, error) {
+		once.Do(func() {
+			if err = <-done; err != nil {
+				err = fmt.Errorf("go build %s: %v\n%s", pkg, err, output.String())
+			}
+		})
+		return out, err
+	}
+}
+
+// syncBuffer is a bytes.Buffer a running command writes to while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fakeGCS is fake-gcs-server, the bucket of the restore step: hack/build-tools.sh
+// fakegcs builds it, or waits for the build .ci/run starts beside the tests (the step
+// comes late in the run), as tests/snapshots finds it.
+func fakeGCS(ctx context.Context, root string) (string, error) {
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "build-tools.sh"), "fakegcs")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/build-tools.sh fakegcs: %v\n%s", err, stderr.String())
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "fake-gcs-server"), nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/railgrid/railgrid-kcp/naming"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // upgradeOrder watches a kcp version bump from both sides. From the cluster's: when root-kcp
@@ -151,4 +152,52 @@ func orNever(at time.Time) string {
 		return "not by the end of the up"
 	}
 	return at.Format("15:04:05.000")
+}
+
+// checkImages checks that every kcp object and every Deployment the operator runs for
+// them use the kcp version, and that the objects are Available for their current spec
+// once those Deployments have rolled out.
+func checkImages(t *testing.T, ctx context.Context, c *cluster, version string) {
+	t.Helper()
+	want := "ghcr.io/kcp-dev/kcp:" + version
+	kcpObjects := []struct {
+		gvr  schema.GroupVersionResource
+		name string
+		path [][]string
+	}{
+		{rootShardGVR, naming.RootShardName, [][]string{{"spec", "image"}, {"spec", "proxy", "image"}}},
+		{shardGVR, "alpha", [][]string{{"spec", "image"}}},
+		{frontProxyGVR, naming.FrontProxyName, [][]string{{"spec", "image"}}},
+	}
+	for _, o := range kcpObjects {
+		obj, err := c.dyn.Resource(o.gvr).Namespace(naming.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("%s %s: %v", o.gvr.Resource, o.name, err)
+			continue
+		}
+		for _, path := range o.path {
+			if got := imageOf(obj.Object, path...); got != want {
+				t.Errorf("%s %s %s is %s, want %s", o.gvr.Resource, o.name, strings.Join(path, "."), got, want)
+			}
+		}
+	}
+	// The up waited for these rollouts (components/kcprollout.go): each has rolled out the
+	// moment it returns.
+	for _, name := range []string{
+		naming.RootShardDeployment(naming.RootShardName), naming.RootShardName + "-proxy",
+		naming.ShardDeployment("alpha"), naming.FrontProxyDeployment(naming.FrontProxyName),
+	} {
+		if pending := deploymentRollout(ctx, c, name, want); pending != "" {
+			t.Errorf("the up returned before Deployment %s had rolled out: %s", name, pending)
+		}
+	}
+	for _, o := range kcpObjects {
+		err := testenv.WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
+			obj, err := c.dyn.Resource(o.gvr).Namespace(naming.NamespaceKcp).Get(ctx, o.name, metav1.GetOptions{})
+			return err == nil && isAvailable(obj), nil
+		})
+		if err != nil {
+			t.Errorf("%s %s is not Available for its current spec once its Deployments rolled out: %v", o.gvr.Resource, o.name, err)
+		}
+	}
 }

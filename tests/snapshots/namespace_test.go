@@ -2,6 +2,7 @@ package snapshots
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -12,6 +13,9 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/railgrid/railgrid-kcp/naming"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // envChild names the JSON file that tells a re-executed test binary which scenario to
@@ -20,30 +24,35 @@ const envChild = "RAILGRID_SNAPSHOTS_CHILD"
 
 // childInput is what the outer test hands to the process inside the namespaces.
 type childInput struct {
-	Scenario  string             `json:"scenario"`
-	Pods      map[string]podSpec `json:"pods"` // "snapshot", "drill", "probe"
-	Bucket    string             `json:"bucket"`
-	Shard     string             `json:"shard"`
-	EtcdHost  string             `json:"etcdHost"` // the in-cluster name the snapshot job dials
-	EtcdImage string             `json:"etcdImage"`
-	GcloudImg string             `json:"gcloudImage"`
-	EtcdTools string             `json:"etcdTools"` // etcd, etcdctl, etcdutl
-	FakeGCS   string             `json:"fakeGCS"`
-	GcloudBin string             `json:"gcloudBin"` // a directory of the gcloud image's tools
-	WorkDir   string             `json:"workDir"`
-	Keys      int                `json:"keys"`
-	Result    string             `json:"result"`
+	Scenario string             `json:"scenario"`
+	Pods     map[string]podSpec `json:"pods"` // "snapshot", "drill", "probe"
+	// Members are the root shard's etcd StatefulSet pod templates, by stack.
+	Members    map[string]podSpec   `json:"members"`
+	StackFiles map[string]string    `json:"stackFiles"` // Pulumi.<stack>.yaml, by stack
+	Bucket     string               `json:"bucket"`
+	Shard      string               `json:"shard"`
+	EtcdHost   string               `json:"etcdHost"`  // the in-cluster name the snapshot job dials
+	Images     map[string]imageRoot `json:"images"`    // the unpacked images, by name
+	EtcdTools  string               `json:"etcdTools"` // etcd, etcdctl, etcdutl
+	FakeGCS    string               `json:"fakeGCS"`
+	WorkDir    string               `json:"workDir"`
+	Keys       int                  `json:"keys"`
+	Result     string               `json:"result"`
+}
+
+// imageRoot is an unpacked image: its root filesystem and its environment.
+type imageRoot struct {
+	Root string   `json:"root"`
+	Env  []string `json:"env"`
 }
 
 // childResult is what it hands back.
 type childResult struct {
-	Runs  []podRun `json:"runs"`
-	Error string   `json:"error,omitempty"`
-	Notes []string `json:"notes,omitempty"`
+	Runs    []podRun      `json:"runs"`
+	Restore *restoreFacts `json:"restore,omitempty"`
+	Error   string        `json:"error,omitempty"`
+	Notes   []string      `json:"notes,omitempty"`
 }
-
-// gcsPort is fake-gcs-server's port inside the private network namespace.
-const gcsPort = 4443
 
 // runChild runs one scenario; it is called in the re-executed binary, which is already
 // in fresh mount and network namespaces (unshare(2) through SysProcAttr.Unshareflags;
@@ -69,89 +78,71 @@ func runChild(path string) int {
 	return 0
 }
 
+// memberIP is where member i of the shard's etcd listens: loopback has all of 127/8.
+func memberIP(i int) string { return fmt.Sprintf("127.0.0.%d", i+1) }
+
+// writeHosts is the scenario's /etc/hosts, which every container gets as the kubelet
+// mounts one, and this process sees too: the shard's client Service is member 0, and
+// each member's name under the headless Service is its own address.
+func writeHosts(in childInput, members int) (string, error) {
+	lines := []string{"127.0.0.1 localhost", "127.0.0.1 " + in.EtcdHost}
+	for i := 0; i < members; i++ {
+		lines = append(lines, memberIP(i)+" "+naming.EtcdMemberHost(in.Shard, i))
+	}
+	hosts := filepath.Join(in.WorkDir, "hosts")
+	if err := os.WriteFile(hosts, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if err := syscall.Mount(hosts, "/etc/hosts", "", syscall.MS_BIND, ""); err != nil {
+		return "", fmt.Errorf("bind-mounting /etc/hosts: %w", err)
+	}
+	return hosts, nil
+}
+
 func scenario(in childInput, res *childResult) error {
 	if err := loopbackUp(); err != nil {
 		return fmt.Errorf("bringing up lo: %w", err)
 	}
-	// The etcd image's tools at the path its containers call them by.
-	if err := syscall.Mount(in.EtcdTools, "/usr/local/bin", "", syscall.MS_BIND|syscall.MS_RDONLY, ""); err != nil {
-		return fmt.Errorf("bind-mounting the etcd tools on /usr/local/bin: %w", err)
-	}
-	// The in-cluster Service name resolves to the shard's etcd on loopback.
-	hosts := filepath.Join(in.WorkDir, "hosts")
-	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n127.0.0.1 "+in.EtcdHost+"\n"), 0o644); err != nil {
+	hosts, err := writeHosts(in, 3)
+	if err != nil {
 		return err
 	}
-	if err := syscall.Mount(hosts, "/etc/hosts", "", syscall.MS_BIND, ""); err != nil {
-		return fmt.Errorf("bind-mounting /etc/hosts: %w", err)
+	gcs, err := testenv.StartGCSEmulator(in.FakeGCS, "127.0.0.1", 4443)
+	if err != nil {
+		return err
 	}
-
-	gcs := exec.Command(in.FakeGCS, "-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(gcsPort),
-		"-backend", "memory", "-public-host", fmt.Sprintf("127.0.0.1:%d", gcsPort),
-		"-external-url", fmt.Sprintf("http://127.0.0.1:%d", gcsPort), "-log-level", "warn")
-	gcsLog := &bytes.Buffer{}
-	gcs.Stdout, gcs.Stderr = gcsLog, gcsLog
-	gcs.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := gcs.Start(); err != nil {
-		return fmt.Errorf("fake-gcs-server: %w", err)
-	}
-	defer func() { _ = gcs.Process.Kill(); _ = gcs.Wait() }()
-	gcsURL := fmt.Sprintf("http://127.0.0.1:%d", gcsPort)
-	if err := waitHTTP(gcsURL+"/storage/v1/b", 30*time.Second); err != nil {
-		return fmt.Errorf("fake-gcs-server did not answer: %w\n%s", err, gcsLog)
-	}
-	if err := postJSON(gcsURL+"/storage/v1/b?project=railgrid-test", `{"name":"`+in.Bucket+`"}`); err != nil {
+	defer gcs.Stop()
+	ctx := context.Background()
+	if err := gcs.CreateBucket(ctx, in.Bucket); err != nil {
 		return fmt.Errorf("creating the bucket: %w", err)
 	}
-
-	token := filepath.Join(in.WorkDir, "token")
-	if err := os.WriteFile(token, []byte("test-access-token\n"), 0o644); err != nil {
-		return err
-	}
-	runner := podRunner{timeout: 4 * time.Minute, dir: in.WorkDir, images: func(ref string) (image, error) {
-		switch ref {
-		case in.EtcdImage:
-			// Distroless: the three binaries and nothing else.
-			return image{path: "/usr/local/bin"}, nil
-		case in.GcloudImg:
-			// In place of GKE: the emulator's endpoint and a fixed token instead of
-			// Workload Identity, and no update checks or prompts.
-			return image{path: in.GcloudBin, env: []string{
-				"CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE=" + gcsURL + "/",
-				"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE=" + token,
-				"CLOUDSDK_CORE_PROJECT=railgrid-test",
-				"CLOUDSDK_CORE_DISABLE_PROMPTS=1",
-				"CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK=1",
-				"CLOUDSDK_CORE_DISABLE_USAGE_REPORTING=1",
-			}}, nil
-		}
-		return image{}, fmt.Errorf("no tool set for image %s", ref)
-	}}
+	runner := podRunner{timeout: 4 * time.Minute, dir: in.WorkDir, hosts: hosts, claims: map[string]string{},
+		images: func(ref string) (image, error) {
+			img, ok := in.Images[ref]
+			if !ok {
+				return image{}, fmt.Errorf("no image %s unpacked", ref)
+			}
+			return image{root: img.Root, env: img.Env}, nil
+		}}
 	runPod := func(name string) (podRun, error) {
 		run, err := runner.run(name, in.Pods[name])
 		res.Runs = append(res.Runs, run)
 		return run, err
 	}
-	upload := func(object string, content []byte) error {
-		return postBytes(fmt.Sprintf("%s/upload/storage/v1/b/%s/o?uploadType=media&name=%s", gcsURL, in.Bucket, object), content)
-	}
 
 	switch in.Scenario {
 	case "pass":
 		// An older, unusable object: the drill must take the newest one.
-		if err := upload(in.Shard+"/20000101T000000Z.db", []byte("an old snapshot the drill must not pick")); err != nil {
+		if err := gcs.Upload(ctx, in.Bucket, in.Shard+"/20000101T000000Z.db", []byte("an old snapshot the drill must not pick")); err != nil {
 			return err
 		}
 		etcd, err := startShardEtcd(in)
 		if err != nil {
 			return err
 		}
-		for i := 0; i < in.Keys; i++ {
-			put := exec.Command("/usr/local/bin/etcdctl", "--endpoints=http://127.0.0.1:2379", "put", fmt.Sprintf("/registry/drill/key-%03d", i), fmt.Sprintf("value-%d", i))
-			if out, err := put.CombinedOutput(); err != nil {
-				etcd.stop()
-				return fmt.Errorf("etcdctl put: %v: %s", err, out)
-			}
+		if err := putKeys(in, "/registry/drill/key-%03d", in.Keys); err != nil {
+			etcd.stop()
+			return err
 		}
 		snapshot, err := runPod("snapshot")
 		etcd.stop()
@@ -168,7 +159,7 @@ func scenario(in childInput, res *childResult) error {
 		_, err := runPod("drill")
 		return err
 	case "corrupt-snapshot":
-		if err := upload(in.Shard+"/29991231T235959Z.db", bytes.Repeat([]byte("not a bolt database\n"), 2048)); err != nil {
+		if err := gcs.Upload(ctx, in.Bucket, in.Shard+"/29991231T235959Z.db", bytes.Repeat([]byte("not a bolt database\n"), 2048)); err != nil {
 			return err
 		}
 		_, err := runPod("drill")
@@ -179,8 +170,25 @@ func scenario(in childInput, res *childResult) error {
 	case "read-only-root":
 		_, err := runPod("probe")
 		return err
+	case "restore-kind", "restore-gke":
+		return restoreScenario(ctx, in, res, runner, gcs, strings.TrimPrefix(in.Scenario, "restore-"))
 	}
 	return fmt.Errorf("unknown scenario %q", in.Scenario)
+}
+
+// putKeys writes n keys named by format through member 0.
+func putKeys(in childInput, format string, n int) error {
+	for i := 0; i < n; i++ {
+		if out, err := etcdctl(in, "put", fmt.Sprintf(format, i), fmt.Sprintf("value-%d", i)); err != nil {
+			return fmt.Errorf("etcdctl put: %v: %s", err, out)
+		}
+	}
+	return nil
+}
+
+// etcdctl runs the etcd tools' etcdctl against member 0.
+func etcdctl(in childInput, args ...string) ([]byte, error) {
+	return exec.Command(filepath.Join(in.EtcdTools, "etcdctl"), append([]string{"--endpoints=http://" + memberIP(0) + ":2379", "--command-timeout=20s"}, args...)...).CombinedOutput()
 }
 
 // shardEtcd is the shard's live etcd, on the address the in-cluster name resolves to.
@@ -191,7 +199,7 @@ type shardEtcd struct {
 
 func startShardEtcd(in childInput) (*shardEtcd, error) {
 	dir := filepath.Join(in.WorkDir, "shard-etcd")
-	cmd := exec.Command("/usr/local/bin/etcd", "--name=shard", "--data-dir="+dir,
+	cmd := exec.Command(filepath.Join(in.EtcdTools, "etcd"), "--name=shard", "--data-dir="+dir,
 		"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379",
 		"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
 		"--initial-cluster=shard=http://127.0.0.1:2380", "--log-level=warn")
@@ -260,26 +268,4 @@ func waitHTTP(url string, timeout time.Duration) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-func postJSON(url, body string) error {
-	return post(url, "application/json", []byte(body))
-}
-
-func postBytes(url string, body []byte) error {
-	return post(url, "application/octet-stream", body)
-}
-
-func post(url, contentType string, body []byte) error {
-	resp, err := http.Post(url, contentType, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		buf := &bytes.Buffer{}
-		_, _ = buf.ReadFrom(resp.Body)
-		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, strings.TrimSpace(buf.String()))
-	}
-	return nil
 }

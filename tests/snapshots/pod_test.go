@@ -16,10 +16,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The parts of a pod spec the runner uses, decoded from the program's CronJob.
+// The parts of a pod spec the runner uses, decoded from the program's objects.
 type envVar struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	ValueFrom *struct {
+		FieldRef *struct {
+			FieldPath string `json:"fieldPath"`
+		} `json:"fieldRef"`
+	} `json:"valueFrom,omitempty"`
 }
 
 type volumeMount struct {
@@ -50,10 +55,15 @@ type podSpec struct {
 		RunAsGroup *uint32 `json:"runAsGroup"`
 		FSGroup    *uint32 `json:"fsGroup"`
 	} `json:"securityContext"`
-	Volumes []struct {
-		Name     string    `json:"name"`
-		EmptyDir *struct{} `json:"emptyDir"`
-	} `json:"volumes"`
+	Volumes []volume `json:"volumes"`
+}
+
+type volume struct {
+	Name                  string    `json:"name"`
+	EmptyDir              *struct{} `json:"emptyDir,omitempty"`
+	PersistentVolumeClaim *struct {
+		ClaimName string `json:"claimName"`
+	} `json:"persistentVolumeClaim,omitempty"`
 }
 
 // containerRun is what one container did.
@@ -90,41 +100,36 @@ func (r podRun) container(name string) containerRun {
 	return containerRun{Name: name}
 }
 
-// image is what a container image carries: the PATH its processes get and the
-// environment the test adds (GCS endpoint and credentials, in place of GKE's).
+// image is a container image unpacked: its root filesystem and the environment its
+// configuration sets (PATH).
 type image struct {
-	path string
+	root string
 	env  []string
 }
 
 // podRunner runs a pod's containers as the kubelet and the runtime would: init
 // containers in order (a native sidecar, restartPolicy Always, is started and left
-// running), then the main containers, each with only its image's tools on PATH, as the
-// pod's user, in a mount namespace of its own (see runContainer): a container that
-// declares readOnlyRootFilesystem gets every mount read-only except its volume mounts
-// and the pod's /dev/shm. Each emptyDir volume is a fresh tmpfs shared by the pod's
-// containers. A failed init container stops the pod.
+// running), then the main containers, each in its image's root filesystem, as the pod's
+// user, in a mount namespace of its own (see runContainer): a container that declares
+// readOnlyRootFilesystem gets every mount read-only except its volume mounts and the
+// pod's /dev/shm. Each emptyDir volume is a fresh tmpfs shared by the pod's containers;
+// a claim is the directory claims names for it. A failed init container stops the pod.
 type podRunner struct {
 	images  func(ref string) (image, error)
 	timeout time.Duration
 	dir     string // holds each pod's volumes
+	// hosts is the /etc/hosts every container gets, as the kubelet mounts one.
+	hosts string
+	// claims are the directories of the volume claims, by claim name.
+	claims map[string]string
 }
 
 func (p podRunner) run(name string, spec podSpec) (podRun, error) {
 	start := time.Now()
 	out := podRun{Pod: name}
-	uid, gid := uint32(0), uint32(0)
-	if u := spec.SecurityContext.RunAsUser; u != nil {
-		uid = *u
-	}
-	if g := spec.SecurityContext.RunAsGroup; g != nil {
-		gid = *g
-	}
-	fsGroup := gid
-	if g := spec.SecurityContext.FSGroup; g != nil {
-		fsGroup = *g
-	}
+	uid, gid, fsGroup := podIDs(spec)
 	volumes, mounts, err := p.mountVolumes(name, spec, fsGroup)
+	pod := name
 	defer func() {
 		for _, m := range mounts {
 			_ = syscall.Unmount(m, syscall.MNT_DETACH)
@@ -144,7 +149,7 @@ func (p podRunner) run(name string, spec podSpec) (podRun, error) {
 	}()
 	all := append(append([]container{}, spec.InitContainers...), spec.Containers...)
 	for i, c := range all {
-		cmd, buf, err := p.command(c, uid, gid, fsGroup, volumes)
+		cmd, buf, err := p.command(pod, c, uid, gid, fsGroup, volumes)
 		if err != nil {
 			return out, fmt.Errorf("container %s: %w", c.Name, err)
 		}
@@ -166,6 +171,83 @@ func (p podRunner) run(name string, spec podSpec) (podRun, error) {
 	return out, nil
 }
 
+// runningPod is a pod of one long-running container (an etcd member), started in the
+// background.
+type runningPod struct {
+	name    string
+	cmd     *exec.Cmd
+	out     *bytes.Buffer
+	mounts  []string
+	stopped bool
+}
+
+// start starts a pod of one container and returns while it runs.
+func (p podRunner) start(name string, spec podSpec) (*runningPod, error) {
+	if len(spec.InitContainers) > 0 || len(spec.Containers) != 1 {
+		return nil, fmt.Errorf("pod %s: start runs one container and no init containers", name)
+	}
+	uid, gid, fsGroup := podIDs(spec)
+	volumes, mounts, err := p.mountVolumes(name, spec, fsGroup)
+	r := &runningPod{name: name, mounts: mounts}
+	if err != nil {
+		r.unmount()
+		return nil, err
+	}
+	cmd, buf, err := p.command(name, spec.Containers[0], uid, gid, fsGroup, volumes)
+	if err != nil {
+		r.unmount()
+		return nil, err
+	}
+	r.cmd, r.out = cmd, buf
+	if err := cmd.Start(); err != nil {
+		r.unmount()
+		return nil, err
+	}
+	return r, nil
+}
+
+// stop ends the pod as the kubelet does, SIGTERM then SIGKILL after the grace period,
+// and returns its output.
+func (r *runningPod) stop() string {
+	if r.stopped {
+		return r.out.String()
+	}
+	r.stopped = true
+	_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = r.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	r.unmount()
+	return r.out.String()
+}
+
+func (r *runningPod) unmount() {
+	for _, m := range r.mounts {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	r.mounts = nil
+}
+
+// podIDs are the pod's user, group and fsGroup (root, and the group, when unset).
+func podIDs(spec podSpec) (uid, gid, fsGroup uint32) {
+	if u := spec.SecurityContext.RunAsUser; u != nil {
+		uid = *u
+	}
+	if g := spec.SecurityContext.RunAsGroup; g != nil {
+		gid = *g
+	}
+	fsGroup = gid
+	if g := spec.SecurityContext.FSGroup; g != nil {
+		fsGroup = *g
+	}
+	return uid, gid, fsGroup
+}
+
 // shmVolume is the key of the pod's /dev/shm among its volumes: the runtime gives every
 // pod a writable /dev/shm of its own, apart from any container's root filesystem.
 const shmVolume = "/dev/shm"
@@ -179,18 +261,23 @@ func (p podRunner) mountVolumes(pod string, spec podSpec, fsGroup uint32) (map[s
 	sources := map[string]string{}
 	declared := map[string]bool{}
 	for _, v := range spec.Volumes {
-		if v.EmptyDir == nil {
-			return sources, mounted, fmt.Errorf("volume %s: only emptyDir volumes are supported", v.Name)
+		switch {
+		case v.EmptyDir != nil:
+			declared[v.Name] = true
+		case v.PersistentVolumeClaim != nil:
+			dir, ok := p.claims[v.PersistentVolumeClaim.ClaimName]
+			if !ok {
+				return sources, mounted, fmt.Errorf("volume %s: no claim %s", v.Name, v.PersistentVolumeClaim.ClaimName)
+			}
+			sources[v.Name] = dir
+		default:
+			return sources, mounted, fmt.Errorf("volume %s: only emptyDir and claim volumes are supported", v.Name)
 		}
-		declared[v.Name] = true
 	}
 	for _, c := range append(append([]container{}, spec.InitContainers...), spec.Containers...) {
 		for _, m := range c.VolumeMounts {
-			if !declared[m.Name] {
+			if _, claim := sources[m.Name]; !declared[m.Name] && !claim {
 				return sources, mounted, fmt.Errorf("container %s mounts %s, which the pod does not declare", c.Name, m.Name)
-			}
-			if err := os.MkdirAll(m.MountPath, 0o755); err != nil {
-				return sources, mounted, err
 			}
 		}
 	}
@@ -216,28 +303,39 @@ func (p podRunner) mountVolumes(pod string, spec podSpec, fsGroup uint32) (map[s
 }
 
 // command is the container's process: this test binary, re-executed in a new mount
-// namespace to set up the container's mounts and user (runContainer), which then
-// executes the container's command.
-func (p podRunner) command(c container, uid, gid, fsGroup uint32, volumes map[string]string) (*exec.Cmd, *bytes.Buffer, error) {
+// namespace to set up the container's root filesystem, mounts and user (runContainer),
+// which then executes the container's command. The environment is the runtime's (HOME,
+// HOSTNAME the pod's name), the image's, then the container's, with $(VAR) in the
+// command expanded from the container's variables as the kubelet expands them.
+func (p podRunner) command(pod string, c container, uid, gid, fsGroup uint32, volumes map[string]string) (*exec.Cmd, *bytes.Buffer, error) {
 	img, err := p.images(c.Image)
 	if err != nil {
 		return nil, nil, err
 	}
-	argv := append(append([]string{}, c.Command...), c.Args...)
+	vars := map[string]string{}
+	var containerEnv []string
+	for _, e := range c.Env {
+		value := e.Value
+		if e.ValueFrom != nil {
+			if e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+				return nil, nil, fmt.Errorf("env %s: only values and the pod's metadata.name are supported", e.Name)
+			}
+			value = pod
+		}
+		vars[e.Name] = value
+		containerEnv = append(containerEnv, e.Name+"="+value)
+	}
+	var argv []string
+	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+		argv = append(argv, expandVars(a, vars))
+	}
 	if len(argv) == 0 {
 		return nil, nil, fmt.Errorf("no command (the image's entrypoint is not modelled)")
 	}
-	if !strings.Contains(argv[0], "/") {
-		if argv[0], err = lookIn(img.path, argv[0]); err != nil {
-			return nil, nil, err
-		}
-	}
-	env := []string{"PATH=" + img.path, "HOME=/", "HOSTNAME=" + c.Name}
-	env = append(env, img.env...)
-	for _, e := range c.Env {
-		env = append(env, e.Name+"="+e.Value)
-	}
+	env := append([]string{"HOME=/", "HOSTNAME=" + pod}, img.env...)
+	env = append(env, containerEnv...)
 	cs := containerSpec{
+		Root: img.root, Hosts: p.hosts,
 		UID: uid, GID: gid, Groups: []uint32{fsGroup},
 		ReadOnlyRoot: c.SecurityContext.ReadOnlyRootFilesystem,
 		Mounts:       []mountSpec{{Source: volumes[shmVolume], Target: shmVolume}},
@@ -272,8 +370,39 @@ func (p podRunner) command(c container, uid, gid, fsGroup uint32, volumes map[st
 // one container.
 const envContainer = "RAILGRID_SNAPSHOTS_CONTAINER"
 
+// expandVars replaces $(NAME) with the container's variable NAME, leaves a reference to
+// an unknown variable as it is, and turns $$ into $, as the kubelet does.
+func expandVars(s string, vars map[string]string) string {
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			out.WriteByte(s[i])
+			continue
+		}
+		if s[i+1] == '$' {
+			out.WriteByte('$')
+			i++
+			continue
+		}
+		if s[i+1] == '(' {
+			if end := strings.IndexByte(s[i+2:], ')'); end >= 0 {
+				if v, ok := vars[s[i+2:i+2+end]]; ok {
+					out.WriteString(v)
+					i += 2 + end
+					continue
+				}
+			}
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
 // containerSpec is what runContainer sets up before it executes the container's command.
 type containerSpec struct {
+	// Root is the image's unpacked root filesystem; Hosts the file mounted at /etc/hosts.
+	Root         string      `json:"root"`
+	Hosts        string      `json:"hosts"`
 	UID          uint32      `json:"uid"`
 	GID          uint32      `json:"gid"`
 	Groups       []uint32    `json:"groups"`
@@ -290,11 +419,12 @@ type mountSpec struct {
 }
 
 // runContainer becomes one container, as the runtime makes it, in the mount namespace
-// that the runner unshared for it (private: nothing here is seen outside): it binds each
-// volume at its mount path and, for a read-only root filesystem, makes every mount
-// read-only (mount_setattr(2), recursive) and then its volume mounts writable again.
-// Then it drops to the pod's user and groups, which also drops every capability, and
-// executes the command. It returns only on failure.
+// that the runner unshared for it (private: nothing here is seen outside): it mounts the
+// image's root filesystem with each volume at its mount path and, for a read-only root
+// filesystem, makes every mount read-only (mount_setattr(2), recursive) and then its
+// volume mounts writable again, and changes its root to it. Then it drops to the pod's
+// user and groups, which also drops every capability, and executes the command. It
+// returns only on failure.
 func runContainer(raw string) int {
 	// The parent-death signal is the calling thread's and is cleared by setuid: it is
 	// set again on the thread that executes the command.
@@ -313,14 +443,48 @@ func runContainer(raw string) int {
 	return 127
 }
 
-func (c containerSpec) enter() error {
+// enter makes this process the container: the image's root filesystem mounted on
+// itself, with what the runtime adds (a /dev of the usual devices, /proc, the pod's
+// /dev/shm, /etc/hosts) and the volume mounts; all of it read-only but the volumes and
+// /dev/shm when the container asks for a read-only root; then chroot(2) into it.
+func (c *containerSpec) enter() error {
+	root := c.Root
+	if err := syscall.Mount(root, root, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+		return fmt.Errorf("binding the image's root: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+		return err
+	}
+	if err := syscall.Mount("tmpfs", filepath.Join(root, "dev"), "tmpfs", syscall.MS_NOSUID, "mode=755,size=64k"); err != nil {
+		return fmt.Errorf("/dev: %w", err)
+	}
+	for _, dev := range []string{"null", "zero", "full", "random", "urandom", "tty"} {
+		if err := bindFile("/dev/"+dev, filepath.Join(root, "dev", dev)); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "proc"), 0o555); err != nil {
+		return err
+	}
+	if err := syscall.Mount("proc", filepath.Join(root, "proc"), "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("/proc: %w", err)
+	}
+	if c.Hosts != "" {
+		if err := bindFile(c.Hosts, filepath.Join(root, "etc", "hosts")); err != nil {
+			return err
+		}
+	}
 	for _, m := range c.Mounts {
-		if err := syscall.Mount(m.Source, m.Target, "", syscall.MS_BIND, ""); err != nil {
+		target := filepath.Join(root, m.Target)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return err
+		}
+		if err := syscall.Mount(m.Source, target, "", syscall.MS_BIND, ""); err != nil {
 			return fmt.Errorf("binding %s at %s: %w", m.Source, m.Target, err)
 		}
 	}
 	if c.ReadOnlyRoot {
-		if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		if err := unix.MountSetattr(unix.AT_FDCWD, root, unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
 			return fmt.Errorf("making the root filesystem read-only: %w", err)
 		}
 	}
@@ -329,12 +493,22 @@ func (c containerSpec) enter() error {
 		if m.ReadOnly {
 			attr = &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 		}
-		if err := unix.MountSetattr(unix.AT_FDCWD, m.Target, 0, attr); err != nil {
+		if err := unix.MountSetattr(unix.AT_FDCWD, filepath.Join(root, m.Target), 0, attr); err != nil {
 			return fmt.Errorf("mount %s: %w", m.Target, err)
 		}
 	}
+	if err := syscall.Chroot(root); err != nil {
+		return fmt.Errorf("chroot %s: %w", root, err)
+	}
 	if err := syscall.Chdir("/"); err != nil {
 		return err
+	}
+	if !strings.Contains(c.Argv[0], "/") {
+		found, err := lookIn(envValue(c.Env, "PATH"), c.Argv[0])
+		if err != nil {
+			return err
+		}
+		c.Argv[0] = found
 	}
 	groups := make([]int, 0, len(c.Groups))
 	for _, g := range c.Groups {
@@ -350,6 +524,31 @@ func (c containerSpec) enter() error {
 		return fmt.Errorf("setuid: %w", err)
 	}
 	return unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0)
+}
+
+// bindFile mounts the file src at target, creating an empty file there to mount on.
+func bindFile(src, target string) error {
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return err
+	}
+	if f, err := os.OpenFile(target, os.O_CREATE|os.O_RDONLY, 0o644); err == nil {
+		f.Close()
+	} else {
+		return err
+	}
+	if err := syscall.Mount(src, target, "", syscall.MS_BIND, ""); err != nil {
+		return fmt.Errorf("binding %s at %s: %w", src, target, err)
+	}
+	return nil
+}
+
+func envValue(env []string, name string) string {
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // lookIn finds a command in the directories of an image's PATH only.

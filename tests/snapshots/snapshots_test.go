@@ -1,9 +1,11 @@
-// Package snapshots runs the exact snapshot and restore-drill scripts of the gke stack's
-// CronJobs, taken from the program's own objects, for real on loopback: a real etcd
-// v3.6 with etcdctl and etcdutl (tools/etcdtools), the gcloud CLI pointed at a GCS
-// emulator (fake-gcs-server), in private mount and network namespaces, with only the
-// tools of each container's image on PATH and, as each container declares, a read-only
-// root filesystem that leaves only its volumes writable.
+// Package snapshots runs the exact snapshot and restore-drill jobs of the gke stack's
+// CronJobs and the restore Jobs of cmd/etcdrestore, taken from the program's own
+// objects, for real on loopback: the etcd members of the StatefulSets (kind's one, gke's
+// three) on etcd v3.6 built at the image's version (tools/etcdtools), gcloud pointed at
+// a GCS emulator (fake-gcs-server), in private mount and network namespaces, each
+// container in the root filesystem of the image the real node runs (testenv's gcloud
+// and etcd images, unpacked) as the pod's user, with a read-only root filesystem where
+// the container declares one.
 package snapshots
 
 import (
@@ -16,16 +18,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 	"github.com/railgrid/railgrid-kcp/naming"
+	"github.com/railgrid/railgrid-kcp/tests/internal/planjobs"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
@@ -38,28 +41,17 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(envChild); path != "" {
 		os.Exit(runChild(path))
 	}
-	os.Exit(m.Run())
-}
-
-// gcloudImageTools are the commands the google-cloud-cli:<tag>-stable image has on PATH
-// on x86_64: Debian's essential tools (bash, coreutils, grep, sed, ...) and what its
-// Dockerfile installs (curl, git, gnupg, make, openssh-client, the gcloud CLI). python3
-// is not among them: the Dockerfile installs it only when the machine is not x86_64, and
-// gcloud runs the Python bundled under its own directory.
-var gcloudImageTools = []string{
-	"bash", "sh", "cat", "chmod", "cp", "cut", "date", "dirname", "basename", "echo", "env",
-	"expr", "false", "head", "id", "ln", "ls", "mkdir", "mktemp", "mv", "printf", "readlink",
-	"rm", "seq", "sleep", "sort", "tail", "tee", "touch", "tr", "true", "uname", "wc",
-	"grep", "sed", "awk", "find", "xargs", "gzip", "tar",
-	"curl", "git", "gpg", "make", "ssh",
-	"gcloud",
+	code := m.Run()
+	removeNodeImages()
+	os.Exit(code)
 }
 
 // tools finds the etcd tools and fake-gcs-server, building them first with
 // hack/build-tools.sh if they are not in its cache (or waiting for a build of them that
-// is under way: .ci/run builds them while the other tests run), and gcloud.
+// is under way: .ci/run builds them while the other tests run), and the Google Cloud
+// CLI the gcloud image is made of.
 type tools struct {
-	etcd, fakeGCS, gcloud string
+	etcd, fakeGCS, sdkRoot string
 }
 
 func findTools(t *testing.T, root string) tools {
@@ -82,97 +74,129 @@ func findTools(t *testing.T, root string) tools {
 	if len(missing) > 0 {
 		t.Fatalf("missing %s: run hack/build-tools.sh etcdtools fakegcs (or set %s=1 to skip)", strings.Join(missing, ", "), envSkip)
 	}
-	if tl.gcloud, err = exec.LookPath("gcloud"); err != nil {
-		t.Fatalf("gcloud is not on PATH: install the Google Cloud CLI (see docs/testing.md) or set %s=1 to skip", envSkip)
+	if tl.sdkRoot, err = testenv.GcloudSDKRoot(); err != nil {
+		t.Fatalf("%v (or set %s=1 to skip)", err, envSkip)
 	}
 	return tl
 }
 
-// gcloudImageBin is a directory holding only the gcloud image's tools, as links to this
-// machine's.
-func gcloudImageBin(t *testing.T, gcloud string) string {
-	t.Helper()
-	dir := filepath.Join(openTempDir(t), "gcloud-image-bin")
-	require.NoError(t, os.Mkdir(dir, 0o755))
-	for _, name := range gcloudImageTools {
-		path, err := exec.LookPath(name)
-		if name == "gcloud" {
-			path, err = gcloud, nil
-		}
-		if err != nil {
-			continue // a tool this machine lacks: a script that needs it fails, as it should
-		}
-		require.NoError(t, os.Symlink(path, filepath.Join(dir, name)))
-	}
-	return dir
-}
+// gcsURL is where fake-gcs-server listens inside each scenario's network namespace.
+const gcsURL = "http://127.0.0.1:4443"
 
-// jobPods are the pod specs of the root shard's snapshot and drill CronJobs in the gke
-// stack's plan, and the values the scripts need from it.
+// jobPods are the pod specs the scenarios run, from the program's objects: the gke
+// plan's snapshot and drill CronJobs as one-off Jobs (tests/internal/planjobs, with the
+// emulator's environment, as the end-to-end test runs them), and the etcd
+// StatefulSets' pod templates of both stacks; and the values the scenarios need from
+// the plans.
 type jobPods struct {
 	pods     map[string]podSpec
+	members  map[string]podSpec // the root shard's StatefulSet pod template, by stack
 	bucket   string
 	etcdHost string
 	etcdImg  string
 	gcloud   string
 }
 
+var (
+	renderOnce sync.Once
+	rendered   jobPods
+	renderErr  error
+)
+
+// renderJobs renders the pods once per test binary: every test reads the same plans.
 func renderJobs(t *testing.T, root, shard string) jobPods {
 	t.Helper()
-	path := filepath.Join(root, "Pulumi.gke.yaml")
-	cfg, err := config.ParseStackFile(path)
-	require.NoError(t, err)
-	rec, err := mockstack.RunStackFile("gke", path, mockstack.Options{})
-	require.NoError(t, err)
+	renderOnce.Do(func() { rendered, renderErr = renderPods(root, shard) })
+	require.NoError(t, renderErr)
+	return rendered
+}
+
+func renderPods(root, shard string) (jobPods, error) {
+	p, err := planjobs.LoadGKE(filepath.Join(root, "Pulumi.gke.yaml"))
+	if err != nil {
+		return jobPods{}, err
+	}
 	jp := jobPods{
 		pods:     map[string]podSpec{},
-		etcdHost: fmt.Sprintf("%s.%s.svc.%s", naming.EtcdName(shard), naming.NamespaceEtcd, naming.ClusterDomain),
-		etcdImg:  config.EtcdImageRepository + ":" + cfg.Versions.Etcd,
-		gcloud:   config.GcloudImageRepository + ":" + cfg.GKE.Snapshots.GcloudImage,
+		members:  map[string]podSpec{},
+		etcdHost: naming.EtcdServiceHost(shard),
+		etcdImg:  p.EtcdImage(),
+		gcloud:   p.GcloudImage(),
 	}
-	names := map[string]string{"snapshot": naming.EtcdName(shard) + "-snapshot", "drill": naming.EtcdName(shard) + "-restore-drill"}
-	for _, o := range plan.KubernetesObjects(rec) {
-		if o.Manifest["kind"] != "CronJob" {
-			continue
+	opts := planjobs.Options{Env: testenv.GCSEmulatorEnv(gcsURL)}
+	for key, cronJob := range map[string]string{"snapshot": naming.EtcdSnapshotCronJob(shard), "drill": naming.EtcdRestoreDrillCronJob(shard)} {
+		opts.Name = cronJob + "-test"
+		job, err := p.Job(cronJob, opts)
+		if err != nil {
+			return jobPods{}, err
 		}
-		meta := o.Manifest["metadata"].(map[string]any)
-		for key, name := range names {
-			if meta["name"] != name {
+		var ps podSpec
+		if err := convert(job.Spec.Template.Spec, &ps); err != nil {
+			return jobPods{}, err
+		}
+		for _, c := range append(append([]container{}, ps.InitContainers...), ps.Containers...) {
+			// The runner enforces what a container declares; the program must declare it.
+			if !c.SecurityContext.ReadOnlyRootFilesystem {
+				return jobPods{}, fmt.Errorf("%s container %s: no readOnlyRootFilesystem", cronJob, c.Name)
+			}
+		}
+		jp.pods[key] = ps
+		jp.bucket = planjobs.Bucket(job)
+	}
+	if jp.bucket == "" {
+		return jobPods{}, fmt.Errorf("no BUCKET in the jobs' environment")
+	}
+	for _, stack := range []string{"kind", "gke"} {
+		rec, err := mockstack.RunStackFile(stack, filepath.Join(root, "Pulumi."+stack+".yaml"), mockstack.Options{})
+		if err != nil {
+			return jobPods{}, err
+		}
+		for _, o := range plan.KubernetesObjects(rec) {
+			meta, _ := o.Manifest["metadata"].(map[string]any)
+			if o.Manifest["kind"] != "StatefulSet" || meta["name"] != naming.EtcdName(shard) {
 				continue
 			}
-			spec := o.Manifest["spec"].(map[string]any)["jobTemplate"].(map[string]any)["spec"].(map[string]any)["template"].(map[string]any)["spec"]
-			raw, err := json.Marshal(spec)
-			require.NoError(t, err)
-			var ps podSpec
-			require.NoError(t, json.Unmarshal(raw, &ps))
-			for _, c := range append(append([]container{}, ps.InitContainers...), ps.Containers...) {
-				// The runner enforces what a container declares; the program must declare it.
-				require.True(t, c.SecurityContext.ReadOnlyRootFilesystem, "%s container %s: readOnlyRootFilesystem", name, c.Name)
+			var sts struct {
+				Spec struct {
+					Template struct {
+						Spec podSpec `json:"spec"`
+					} `json:"template"`
+				} `json:"spec"`
 			}
-			jp.pods[key] = ps
-			for _, c := range append(ps.InitContainers, ps.Containers...) {
-				for _, e := range c.Env {
-					if e.Name == "BUCKET" {
-						jp.bucket = e.Value
-					}
-				}
+			if err := convert(o.Manifest, &sts); err != nil {
+				return jobPods{}, err
 			}
+			jp.members[stack] = sts.Spec.Template.Spec
+		}
+		if _, ok := jp.members[stack]; !ok {
+			return jobPods{}, fmt.Errorf("the %s plan has no StatefulSet %s", stack, naming.EtcdName(shard))
 		}
 	}
-	require.Len(t, jp.pods, 2, "the plan has the CronJobs %v", names)
-	require.NotEmpty(t, jp.bucket, "BUCKET in the jobs' environment")
-	return jp
+	return jp, nil
+}
+
+// convert copies a value into another type through JSON.
+func convert(from, to any) error {
+	raw, err := json.Marshal(from)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, to)
 }
 
 // runScenario re-executes this test binary in new mount and network namespaces to run
 // one scenario, and returns what the pods did.
-func runScenario(t *testing.T, root string, tl tools, jp jobPods, scenario string, keys int) childResult {
+func runScenario(t *testing.T, env scenarioEnv, scenario string, keys int) childResult {
 	t.Helper()
 	work := openTempDir(t)
 	in := childInput{
-		Scenario: scenario, Pods: jp.pods, Bucket: jp.bucket, Shard: "root", EtcdHost: jp.etcdHost,
-		EtcdImage: jp.etcdImg, GcloudImg: jp.gcloud, EtcdTools: tl.etcd, FakeGCS: tl.fakeGCS,
-		GcloudBin: gcloudImageBin(t, tl.gcloud), WorkDir: work, Keys: keys, Result: filepath.Join(work, "result.json"),
+		Scenario: scenario, Pods: env.jp.pods, Members: env.jp.members, Bucket: env.jp.bucket, Shard: "root",
+		EtcdHost: env.jp.etcdHost, Images: map[string]imageRoot{}, EtcdTools: env.tools.etcd, FakeGCS: env.tools.fakeGCS,
+		StackFiles: map[string]string{"kind": filepath.Join(env.root, "Pulumi.kind.yaml"), "gke": filepath.Join(env.root, "Pulumi.gke.yaml")},
+		WorkDir:    work, Keys: keys, Result: filepath.Join(work, "result.json"),
+	}
+	for ref, img := range env.images {
+		in.Images[ref] = imageRoot{Root: img.root, Env: img.env}
 	}
 	data, err := json.Marshal(in)
 	require.NoError(t, err)
@@ -199,6 +223,9 @@ func runScenario(t *testing.T, root string, tl tools, jp jobPods, scenario strin
 			t.Logf("  %s exit %d:\n%s", c.Name, c.Exit, indent(c.Output))
 		}
 	}
+	for _, note := range res.Notes {
+		t.Log(note)
+	}
 	require.Empty(t, res.Error, "the scenario could not run:\n%s", out)
 	t.Logf("scenario %s took %s", scenario, time.Since(start).Round(100*time.Millisecond))
 	return res
@@ -218,7 +245,15 @@ func indent(s string) string {
 	return "    | " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    | ")
 }
 
-func prerequisites(t *testing.T) (string, tools, jobPods) {
+// scenarioEnv is what every scenario runs with.
+type scenarioEnv struct {
+	root   string
+	tools  tools
+	jp     jobPods
+	images map[string]image
+}
+
+func prerequisites(t *testing.T) scenarioEnv {
 	t.Helper()
 	testenv.SkipIfShortOrDisabled(t, envSkip, "runs etcd, fake-gcs-server and gcloud")
 	if os.Geteuid() != 0 {
@@ -235,7 +270,12 @@ func prerequisites(t *testing.T) (string, tools, jobPods) {
 	image := strings.TrimPrefix(jp.etcdImg[strings.LastIndex(jp.etcdImg, ":")+1:], "v")
 	require.True(t, strings.HasPrefix(image, built[1]+"."), "tools/etcdtools builds etcd %s.%s, the program's image is %s: bump tools/etcdtools", built[1], built[2], jp.etcdImg)
 	t.Logf("etcd tools %s.%s for image %s", built[1], built[2], jp.etcdImg)
-	return root, tl, jp
+	imgs, report, err := nodeImages(jp.gcloud, tl.sdkRoot, jp.etcdImg, tl.etcd)
+	require.NoError(t, err)
+	if report != "" {
+		t.Log(report)
+	}
+	return scenarioEnv{root: root, tools: tl, jp: jp, images: imgs}
 }
 
 var keysServed = regexp.MustCompile(`restore drill passed: (\d+) keys served`)
@@ -245,9 +285,9 @@ var keysServed = regexp.MustCompile(`restore drill passed: (\d+) keys served`)
 // (an older object is in the bucket too), downloads it, checks it, restores it, starts
 // a throwaway etcd on it and counts the keys it serves.
 func TestSnapshotAndRestoreDrill(t *testing.T) {
-	root, tl, jp := prerequisites(t)
+	env := prerequisites(t)
 	const keys = 25
-	res := runScenario(t, root, tl, jp, "pass", keys)
+	res := runScenario(t, env, "pass", keys)
 	for _, run := range res.Runs {
 		if c, failed := run.failed(); failed {
 			t.Fatalf("pod %s: container %s exited %d:\n%s", run.Pod, c.Name, c.Exit, c.Output)
@@ -258,7 +298,7 @@ func TestSnapshotAndRestoreDrill(t *testing.T) {
 	for _, name := range []string{"connect", "save", "check", "upload"} {
 		require.True(t, snapshot.container(name).Ran, "snapshot container %s ran", name)
 	}
-	uploaded := regexp.MustCompile(`gs://` + regexp.QuoteMeta(jp.bucket) + `/root/\d{8}T\d{6}Z\.db`).FindString(snapshot.container("upload").Output)
+	uploaded := regexp.MustCompile(`gs://` + regexp.QuoteMeta(env.jp.bucket) + `/root/\d{8}T\d{6}Z\.db`).FindString(snapshot.container("upload").Output)
 	require.NotEmpty(t, uploaded, "upload names its object")
 	require.Contains(t, drill.container("fetch").Output, "restoring "+uploaded, "the drill takes the newest snapshot, not the older object")
 	for _, name := range []string{"status", "restore", "verify"} {
@@ -274,7 +314,7 @@ func TestSnapshotAndRestoreDrill(t *testing.T) {
 // The failures the jobs must report loudly: a non-zero exit of the container that hit
 // the cause, with a message that names it, and nothing after it run.
 func TestSnapshotAndDrillFailLoudly(t *testing.T) {
-	root, tl, jp := prerequisites(t)
+	env := prerequisites(t)
 	cases := []struct {
 		scenario  string
 		container string
@@ -287,7 +327,7 @@ func TestSnapshotAndDrillFailLoudly(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.scenario, func(t *testing.T) {
 			t.Parallel()
-			res := runScenario(t, root, tl, jp, c.scenario, 0)
+			res := runScenario(t, env, c.scenario, 0)
 			require.Len(t, res.Runs, 1)
 			failed, ok := res.Runs[0].failed()
 			require.True(t, ok, "pod %s must fail", res.Runs[0].Pod)
@@ -312,8 +352,8 @@ done`
 // write on this machine's own root. The probe is the snapshot pod's upload container (its
 // image, user, volumes and security context) with a command that tries each.
 func TestContainersWriteOnlyToTheirVolumes(t *testing.T) {
-	root, tl, jp := prerequisites(t)
-	pod := jp.pods["snapshot"]
+	env := prerequisites(t)
+	pod := env.jp.pods["snapshot"]
 	require.Len(t, pod.Containers, 1)
 	probe := pod.Containers[0]
 	writable := []string{"/dev/shm"}
@@ -325,9 +365,9 @@ func TestContainersWriteOnlyToTheirVolumes(t *testing.T) {
 	probe.Command = append([]string{"bash", "-c", probeScript, "probe"}, append(append([]string{}, writable...), outside...)...)
 	probe.Args = nil
 	pod.InitContainers, pod.Containers = nil, []container{probe}
-	jp.pods = map[string]podSpec{"probe": pod}
+	env.jp.pods = map[string]podSpec{"probe": pod}
 
-	res := runScenario(t, root, tl, jp, "read-only-root", 0)
+	res := runScenario(t, env, "read-only-root", 0)
 	require.Len(t, res.Runs, 1)
 	run := res.Runs[0].container("probe")
 	require.True(t, run.Ran)

@@ -4,16 +4,18 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
@@ -31,6 +33,37 @@ type KcpBehaviour struct {
 	ShardAPIBody   string
 	// Shards are the Shards the root workspace lists.
 	Shards []verify.KcpShard
+	// OIDCUsers are the users kcp's OIDC authenticator accepts, by bearer token (an
+	// unknown token is 401), and ForbiddenWorkspaces the workspaces where they lack the
+	// access verb (403).
+	OIDCUsers           map[string]OIDCUser
+	ForbiddenWorkspaces []string
+}
+
+// OIDCUser is who kcp says an ID token's user is.
+type OIDCUser struct {
+	Username string
+	Groups   []string
+}
+
+// Alice is the user of AliceToken: her email and groups, as the hub's issuer puts them
+// in her ID token.
+var (
+	AliceEmail  = "alice@example.com"
+	AliceGroups = []string{"ops", "devs"}
+)
+
+// AliceToken is an ID token of the hub's issuer for Alice, shaped as a JWT (header,
+// claims, signature; the fake checks only that it knows the token, as kcp would after
+// verifying it).
+func AliceToken(issuer string) string {
+	enc := func(v any) string {
+		data, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(data)
+	}
+	return enc(map[string]any{"alg": "RS256", "typ": "JWT"}) + "." +
+		enc(map[string]any{"iss": issuer, "aud": "railgrid", "email": AliceEmail, "email_verified": true, "groups": AliceGroups, "exp": Now.Add(time.Hour).Unix()}) +
+		".c2lnbmF0dXJl"
 }
 
 // ForbiddenAnonymous is kcp's (kube-apiserver's) answer to an anonymous GET /api.
@@ -46,6 +79,8 @@ func HealthyKcp(cfg *config.Config) KcpBehaviour {
 		ReadyzStatus: http.StatusOK, FrontAPIStatus: http.StatusUnauthorized,
 		ShardAPIStatus: http.StatusForbidden, ShardAPIBody: ForbiddenAnonymous,
 	}
+	user, groups := verify.WantOIDCIdentity(AliceEmail, AliceGroups)
+	b.OIDCUsers = map[string]OIDCUser{AliceToken(cfg.OIDC.IssuerURL): {Username: user, Groups: append(groups, "system:authenticated")}}
 	for _, s := range cfg.Kcp.AllShards() {
 		name, service := naming.KcpShardName(s.Name), naming.ShardDeployment(s.Name)
 		if s.Name == naming.RootShardName {
@@ -55,7 +90,7 @@ func HealthyKcp(cfg *config.Config) KcpBehaviour {
 			Name:                name,
 			BaseURL:             fmt.Sprintf("https://%s:%d", naming.OperatorServiceHost(service), naming.KcpPort),
 			ExternalURL:         "https://" + verify.HubServerHost(),
-			VirtualWorkspaceURL: components.ShardVirtualWorkspaceURL(s.Hostname),
+			VirtualWorkspaceURL: naming.ShardVirtualWorkspaceURL(s.Hostname),
 		})
 	}
 	return b
@@ -148,12 +183,20 @@ func frontProxyHandler(pki *PKI, b KcpBehaviour) http.Handler {
 			return
 		}
 		user, groups, ok := authenticate(r, pool)
+		bearer := false
+		if token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found {
+			u, known := b.OIDCUsers[token]
+			user, groups, ok, bearer = u.Username, u.Groups, known, true
+		}
+		workspace, review := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/clusters/"), "/apis/authentication.k8s.io/v1/selfsubjectreviews")
 		switch {
 		case !ok && r.URL.Path == "/api":
 			writeJSON(w, b.FrontAPIStatus, unauthorized)
 		case !ok:
 			writeJSON(w, http.StatusUnauthorized, unauthorized)
-		case r.Method == http.MethodPost && r.URL.Path == "/clusters/root/apis/authentication.k8s.io/v1/selfsubjectreviews":
+		case bearer && review && slices.Contains(b.ForbiddenWorkspaces, workspace):
+			writeJSON(w, http.StatusForbidden, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"access denied"}`)
+		case r.Method == http.MethodPost && review && (bearer || workspace == "root"):
 			review, _ := json.Marshal(map[string]any{
 				"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
 				"metadata": map[string]any{"creationTimestamp": nil},

@@ -7,15 +7,9 @@ package verifytest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -37,8 +31,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/railgrid/railgrid-kcp/components"
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/testpki"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -124,7 +118,7 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 	}
 	addDeployment(naming.NamespaceKcp, naming.FrontProxyDeployment(naming.FrontProxyName), int32(cfg.Kcp.FrontProxy.Replicas))
 
-	cert, key := pki.ClientCert(t, components.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
+	cert, key := pki.ClientCert(t, naming.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
 	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost()+verify.RootWorkspacePath, pki.CAPEM, cert, key)))
 	objs = append(objs, ServingCertificateSecrets(cfg, pki.CAPEM)...)
 
@@ -229,107 +223,64 @@ func Kubeconfig(t testing.TB, server string, caPEM, certPEM, keyPEM []byte) []by
 	return out
 }
 
-// PKI is a test CA.
+// PKI is a test CA (testpki), valid around both the fixed clock (Now) and the real one
+// (TLS handshakes).
 type PKI struct {
 	CA    *x509.Certificate
-	CAKey *ecdsa.PrivateKey
 	CAPEM []byte
+	ca    *testpki.CA
 }
-
-var serial int64
 
 // NewPKI creates a self-signed CA.
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: "verify-test-ca"},
-		// Valid around both the fixed clock (Now) and the real one (TLS handshakes).
-		NotBefore: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := testpki.NewCA("verify-test-ca", testpki.Valid(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(der)
-	return &PKI{CA: ca, CAKey: key, CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return &PKI{CA: ca.Cert, CAPEM: ca.PEM, ca: ca}
 }
 
 // ClientCert issues a client certificate in the hub's group; it returns the certificate
 // and key as PEM.
 func (p *PKI) ClientCert(t testing.TB, cn string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
-	return p.ClientCertInGroups(t, cn, []string{components.KubeconfigAdminGroup}, notBefore, notAfter)
+	return p.ClientCertInGroups(t, cn, []string{naming.KubeconfigAdminGroup}, notBefore, notAfter)
 }
 
 // ClientCertInGroups issues a client certificate for user cn in groups (its O).
 func (p *PKI) ClientCertInGroups(t testing.TB, cn string, groups []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
-	return p.issue(t, &x509.Certificate{
-		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: cn, Organization: groups},
-		NotBefore: notBefore, NotAfter: notAfter,
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	c, err := p.ca.ClientCert(cn, groups, testpki.Valid(notBefore, notAfter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.CertPEM, c.KeyPEM
 }
 
 // ServerCert issues a server certificate for hosts, valid around the real clock (the
 // TLS stack checks it against time.Now).
 func (p *PKI) ServerCert(t testing.TB, hosts ...string) tls.Certificate {
 	t.Helper()
-	certPEM, keyPEM := p.issue(t, &x509.Certificate{
-		SerialNumber: nextSerial(), Subject: pkix.Name{CommonName: hosts[0]}, DNSNames: hosts,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	c, err := p.ca.ServerCert(hosts, testpki.Valid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := c.TLS()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pair
 }
 
-func (p *PKI) issue(t testing.TB, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key := newKey(t)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.CA, &key.PublicKey, p.CAKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-}
-
 // WriteCA writes the CA certificate to a file in dir and returns its path.
 func (p *PKI) WriteCA(t testing.TB, dir string) string {
 	t.Helper()
 	path := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(path, p.CAPEM, 0o600); err != nil {
+	if err := p.ca.WriteCA(path); err != nil {
 		t.Fatal(err)
 	}
 	return path
-}
-
-var serialMu sync.Mutex
-
-func nextSerial() *big.Int {
-	serialMu.Lock()
-	defer serialMu.Unlock()
-	serial++
-	return big.NewInt(serial)
-}
-
-func newKey(t testing.TB) *ecdsa.PrivateKey {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
 }
 
 // DNSRunner is a scripted PodRunner: it answers nslookup for each host the probe asks

@@ -3,13 +3,9 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/testpki"
 )
 
 // Chart mirrors on loopback, as an air-gapped cluster's users run them (the chart
@@ -160,20 +157,11 @@ func ServeKindCharts(t *testing.T, ctx context.Context, helm Helm, dir, crdsDir,
 // beside what the handler logs; the test shows them if it fails.
 func serveTLS(t *testing.T, what string, ca *CA, logger *log.Logger, handler http.Handler) string {
 	t.Helper()
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM, keyPEM, err := ca.Issue(&x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: what},
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP(Loopback)},
-	})
+	serving, err := ca.ServerCert([]string{Loopback}, testpki.CommonName(what))
 	if err != nil {
 		t.Fatalf("issuing the %s's certificate: %v", what, err)
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := serving.TLS()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +192,7 @@ func serveTLS(t *testing.T, what string, ca *CA, logger *log.Logger, handler htt
 func writeCAFile(t *testing.T, dir string, ca *CA) string {
 	t.Helper()
 	path := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(path, ca.PEM, 0o600); err != nil {
+	if err := ca.WriteCA(path); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -6,7 +6,10 @@
 // skip rules (SkipIfShortOrDisabled), the upstream CRDs (LoadCRDs, WaitEstablished), and
 // the add-ons' charts built from their upstream sources (CertManagerChart,
 // EnvoyGatewayChart, OperatorChart) with the chart mirrors that serve them over https on
-// loopback (ServeChartRepository, ServeChartRegistry; the Helm CLI through Helm).
+// loopback (ServeChartRepository, ServeChartRegistry; the Helm CLI through Helm), and
+// Dex as the hub's identity provider: its configuration (DexConfig), a Dex process on
+// loopback with its own CA (StartDex), its password grant and the claims of the tokens it
+// signs (PasswordGrant, VerifiedClaims).
 //
 // tests/conformance and tests/e2e each had their own copy of all this, and the copies
 // had drifted; one package keeps them the same. It is a normal package so that test

@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +19,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // ImageFile is one file of an image built here: a binary built from source, copied in,
@@ -25,9 +29,12 @@ import (
 type ImageFile struct {
 	// Path is where the file sits in the image (absolute).
 	Path string
-	// Source is the file on this machine to copy; Symlink, if set instead, is the
-	// target of a symbolic link; Dir, if set instead, makes Path a directory.
+	// Source is the file on this machine to copy; Content, if set instead, is the file's
+	// bytes (a file the image's build writes, such as /etc/passwd); Symlink, if set
+	// instead, is the target of a symbolic link; Dir, if set instead, makes Path a
+	// directory.
 	Source, Symlink string
+	Content         []byte
 	Dir             bool
 	// Mode is the file's permission bits (0o755 when zero), with the sticky bit (0o1000)
 	// where a directory has it.
@@ -35,6 +42,10 @@ type ImageFile struct {
 	// UID and GID own the file (root when zero), as a base image's home directory is
 	// owned by its user.
 	UID, GID int
+	// ModTime is the file's modification time (the epoch when zero). Python checks a
+	// compiled module against its source's time: a copied SDK keeps its sources' times,
+	// or every run compiles every module again.
+	ModTime time.Time
 }
 
 // Image is a container image the real node runs, built from files of this machine
@@ -51,6 +62,12 @@ type Image struct {
 	User            string
 	Env             []string
 	WorkingDir      string
+	// Uncompressed writes the image as an OCI image layout archive whose layer is a
+	// plain tar (application/vnd.oci.image.layer.v1.tar): for a large image, compressing
+	// it costs more time than reading a larger tarball saves. Not a docker-save tarball:
+	// containerd's import gzips every plain layer of one of those (archive.ImportIndex,
+	// resolveLayers), while it stores an OCI layout's blobs as they are.
+	Uncompressed bool
 }
 
 // WriteImage writes img as a tarball (docker save's format) at out, with
@@ -65,26 +82,15 @@ func WriteImage(img Image, out string) error {
 	if err != nil {
 		return fmt.Errorf("image %s: %w", img.Ref, err)
 	}
-	// Compressed once here: given an uncompressed layer, go-containerregistry compresses
-	// it again for its digest and for the tarball. BestSpeed: the node unpacks it at once.
-	var compressed bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&compressed, gzip.BestSpeed)
+	layer, err := imageLayer(layerTar, img.Uncompressed)
 	if err != nil {
 		return err
 	}
-	if _, err := zw.Write(layerTar); err != nil {
-		return err
+	base := empty.Image
+	if img.Uncompressed {
+		base = mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(compressed.Bytes())), nil
-	})
-	if err != nil {
-		return err
-	}
-	image, err := mutate.AppendLayers(empty.Image, layer)
+	image, err := mutate.AppendLayers(base, layer)
 	if err != nil {
 		return err
 	}
@@ -107,7 +113,141 @@ func WriteImage(img Image, out string) error {
 		}
 		refs[r] = image
 	}
+	if img.Uncompressed {
+		return writeOCIArchive(out, image, append([]string{img.Ref}, img.AlsoTagged...))
+	}
 	return tarball.MultiRefWriteToFile(out, refs)
+}
+
+// writeOCIArchive writes image as a tar of an OCI image layout (oci-layout, index.json,
+// blobs/sha256/...), one index entry per name, each named as containerd's import reads
+// a name (io.containerd.image.name: the full reference; org.opencontainers.image.ref.name:
+// the tag).
+func writeOCIArchive(out string, image v1.Image, names []string) error {
+	manifest, err := image.RawManifest()
+	if err != nil {
+		return err
+	}
+	config, err := image.RawConfigFile()
+	if err != nil {
+		return err
+	}
+	layers, err := image.Layers()
+	if err != nil {
+		return err
+	}
+	cf, err := image.ConfigFile()
+	if err != nil {
+		return err
+	}
+	digest, err := image.Digest()
+	if err != nil {
+		return err
+	}
+	index := v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex}
+	for _, n := range names {
+		ref, err := name.ParseReference(n)
+		if err != nil {
+			return fmt.Errorf("image name %q: %w", n, err)
+		}
+		index.Manifests = append(index.Manifests, v1.Descriptor{
+			MediaType: types.OCIManifestSchema1, Size: int64(len(manifest)), Digest: digest,
+			Platform:    &v1.Platform{OS: cf.OS, Architecture: cf.Architecture},
+			Annotations: map[string]string{"io.containerd.image.name": ref.Name(), "org.opencontainers.image.ref.name": ref.Identifier()},
+		})
+	}
+	indexJSON, err := json.Marshal(index)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	put := func(name string, size int64, open func() (io.ReadCloser, error)) error {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: size, ModTime: time.Unix(0, 0)}); err != nil {
+			return err
+		}
+		rc, err := open()
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = io.Copy(tw, rc)
+		return err
+	}
+	bytesOf := func(b []byte) func() (io.ReadCloser, error) {
+		return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	configDigest, err := image.ConfigName()
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		name string
+		size int64
+		open func() (io.ReadCloser, error)
+	}{
+		{"oci-layout", int64(len(`{"imageLayoutVersion":"1.0.0"}`)), bytesOf([]byte(`{"imageLayoutVersion":"1.0.0"}`))},
+		{"blobs/sha256/" + configDigest.Hex, int64(len(config)), bytesOf(config)},
+		{"blobs/sha256/" + digest.Hex, int64(len(manifest)), bytesOf(manifest)},
+	}
+	for _, l := range layers {
+		d, err := l.Digest()
+		if err != nil {
+			return err
+		}
+		size, err := l.Size()
+		if err != nil {
+			return err
+		}
+		files = append(files, struct {
+			name string
+			size int64
+			open func() (io.ReadCloser, error)
+		}{"blobs/sha256/" + d.Hex, size, l.Compressed})
+	}
+	files = append(files, struct {
+		name string
+		size int64
+		open func() (io.ReadCloser, error)
+	}{"index.json", int64(len(indexJSON)), bytesOf(indexJSON)})
+	for _, file := range files {
+		if err := put(file.name, file.size, file.open); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// imageLayer is the layer of a tar stream: as it is (a plain tar layer, whose digest is
+// its diff ID), or gzip-compressed.
+func imageLayer(layerTar []byte, uncompressed bool) (v1.Layer, error) {
+	if uncompressed {
+		return static.NewLayer(layerTar, types.OCIUncompressedLayer), nil
+	}
+	// Compressed once here: given an uncompressed layer, go-containerregistry compresses
+	// it again for its digest and for the tarball. BestSpeed: the node unpacks it at once.
+	var compressed bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&compressed, gzip.BestSpeed)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(layerTar); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(compressed.Bytes())), nil
+	})
 }
 
 // WriteImages writes each image as WriteImage does, into dir, named after its Ref, two
@@ -166,11 +306,18 @@ func layerOf(files []ImageFile) ([]byte, error) {
 			}
 			continue
 		}
-		data, err := os.ReadFile(f.Source)
-		if err != nil {
-			return nil, err
+		data := f.Content
+		if data == nil {
+			var err error
+			if data, err = os.ReadFile(f.Source); err != nil {
+				return nil, err
+			}
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path[1:], Mode: mode, Uid: f.UID, Gid: f.GID, Size: int64(len(data)), ModTime: epoch}); err != nil {
+		mtime := epoch
+		if !f.ModTime.IsZero() {
+			mtime = f.ModTime
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path[1:], Mode: mode, Uid: f.UID, Gid: f.GID, Size: int64(len(data)), ModTime: mtime}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(data); err != nil {
@@ -190,4 +337,116 @@ func ImageConfig(tarPath string) (*v1.ConfigFile, error) {
 		return nil, err
 	}
 	return img.ConfigFile()
+}
+
+// ImageArchive is an image tarball of one image of one layer, as WriteImage writes it:
+// docker-save's format, or an OCI image layout.
+type ImageArchive struct {
+	path string
+	// Config is the image's configuration.
+	Config v1.ConfigFile
+	// LayerFile is the layer's member of the tarball, and LayerMediaType what the
+	// manifest says it is (docker-save's format says nothing).
+	LayerFile      string
+	LayerMediaType types.MediaType
+	// LayerGzipped says whether the layer's bytes are gzip-compressed.
+	LayerGzipped bool
+}
+
+// ReadImageArchive reads what an image tarball holds.
+func ReadImageArchive(path string) (*ImageArchive, error) {
+	small := map[string][]byte{}
+	heads := map[string][]byte{}
+	err := eachMember(path, func(name string, size int64, r io.Reader) error {
+		head := make([]byte, 2)
+		n, _ := io.ReadFull(r, head)
+		heads[name] = head[:n]
+		if size < 1<<20 {
+			rest, err := io.ReadAll(r)
+			if err != nil {
+				return err
+			}
+			small[name] = append(head[:n], rest...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	a := &ImageArchive{path: path}
+	var configFile string
+	if index, ok := small["index.json"]; ok {
+		var idx v1.IndexManifest
+		if err := json.Unmarshal(index, &idx); err != nil || len(idx.Manifests) == 0 {
+			return nil, fmt.Errorf("%s: index.json: %v", path, err)
+		}
+		var m v1.Manifest
+		if err := json.Unmarshal(small["blobs/sha256/"+idx.Manifests[0].Digest.Hex], &m); err != nil || len(m.Layers) != 1 {
+			return nil, fmt.Errorf("%s: the manifest: %v, want one layer", path, err)
+		}
+		configFile = "blobs/sha256/" + m.Config.Digest.Hex
+		a.LayerFile, a.LayerMediaType = "blobs/sha256/"+m.Layers[0].Digest.Hex, m.Layers[0].MediaType
+	} else {
+		var manifest []struct {
+			Config string
+			Layers []string
+		}
+		if err := json.Unmarshal(small["manifest.json"], &manifest); err != nil || len(manifest) != 1 || len(manifest[0].Layers) != 1 {
+			return nil, fmt.Errorf("%s: manifest.json: %v, want one image of one layer", path, err)
+		}
+		configFile, a.LayerFile = manifest[0].Config, manifest[0].Layers[0]
+	}
+	if err := json.Unmarshal(small[configFile], &a.Config); err != nil {
+		return nil, fmt.Errorf("%s: the configuration: %w", path, err)
+	}
+	a.LayerGzipped = bytes.Equal(heads[a.LayerFile], []byte{0x1f, 0x8b})
+	return a, nil
+}
+
+// Layer calls f with the layer's tar stream (decompressed).
+func (a *ImageArchive) Layer(f func(*tar.Reader) error) error {
+	found := false
+	err := eachMember(a.path, func(name string, _ int64, r io.Reader) error {
+		if name != a.LayerFile {
+			return nil
+		}
+		found = true
+		if a.LayerGzipped {
+			zr, err := gzip.NewReader(r)
+			if err != nil {
+				return err
+			}
+			defer zr.Close()
+			r = zr
+		}
+		return f(tar.NewReader(r))
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%s: no layer %s", a.path, a.LayerFile)
+	}
+	return err
+}
+
+// eachMember calls f with every regular file of a tarball.
+func eachMember(path string, f func(name string, size int64, r io.Reader) error) error {
+	file, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer file.Close()
+	tr := tar.NewReader(file)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if err := f(h.Name, h.Size, tr); err != nil {
+				return err
+			}
+		}
+	}
 }

@@ -75,10 +75,12 @@ type Node struct {
 	// KubeletPort is where the kubelet serves the API server, on the bridge's address.
 	KubeletPort int
 
-	opts                       NodeOptions
-	containerd, kubelet, proxy *Process
-	socket                     string
-	netnsSeen                  map[string]bool
+	opts                        NodeOptions
+	containerd, kubelet, proxy  *Process
+	containerdArgs, kubeletArgs []string
+	restarts                    int
+	socket                      string
+	netnsSeen                   map[string]bool
 }
 
 // importImages imports the image tarballs into containerd and unpacks them, two at a
@@ -120,6 +122,11 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	}
 	t.Cleanup(func() { os.RemoveAll(sockets) })
 	n.socket = filepath.Join(sockets, "containerd.sock")
+	recordRun(func(r *runRecord) {
+		r.Dirs = append(r.Dirs, dir, sockets)
+		r.Sockets = append(r.Sockets, n.socket)
+		r.CNINetns = true
+	})
 	// One cleanup, in this order: the kubelet first (it would restart what is killed),
 	// then the containers, containerd and its shims, the pods' namespaces and mounts, and
 	// last the iptables chains kube-proxy and the kubelet wrote.
@@ -128,8 +135,8 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	if err := n.writeContainerdConfig(); err != nil {
 		t.Fatal(err)
 	}
-	n.containerd, err = LaunchProcess("containerd", opts.Bins.Containerd, filepath.Join(dir, "containerd.log"), nil,
-		"--config="+filepath.Join(dir, "containerd", "config.toml"))
+	n.containerdArgs = []string{"--config=" + filepath.Join(dir, "containerd", "config.toml")}
+	n.containerd, err = LaunchProcess("containerd", opts.Bins.Containerd, filepath.Join(dir, "containerd.log"), nil, n.containerdArgs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,16 +158,17 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	for _, k := range slices.Sorted(maps.Keys(opts.Labels)) {
 		labels = append(labels, k+"="+opts.Labels[k])
 	}
-	n.kubelet, err = LaunchProcess("kubelet", opts.Bins.Kubelet, filepath.Join(dir, "kubelet.log"), nil,
-		"--config="+kubeletConfig,
-		"--kubeconfig="+opts.Kubeconfig,
-		"--root-dir="+filepath.Join(dir, "kubelet"),
-		"--cert-dir="+filepath.Join(dir, "kubelet", "pki"),
-		"--hostname-override="+opts.Name,
-		"--node-ip="+opts.Network.Gateway.String(),
-		"--node-labels="+strings.Join(labels, ","),
+	n.kubeletArgs = []string{
+		"--config=" + kubeletConfig,
+		"--kubeconfig=" + opts.Kubeconfig,
+		"--root-dir=" + filepath.Join(dir, "kubelet"),
+		"--cert-dir=" + filepath.Join(dir, "kubelet", "pki"),
+		"--hostname-override=" + opts.Name,
+		"--node-ip=" + opts.Network.Gateway.String(),
+		"--node-labels=" + strings.Join(labels, ","),
 		"--v=1",
-	)
+	}
+	n.kubelet, err = LaunchProcess("kubelet", opts.Bins.Kubelet, filepath.Join(dir, "kubelet.log"), nil, n.kubeletArgs...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +248,8 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 	}
 	net := n.opts.Network
 	// The bridge exists already with the gateway address; ipMasq off: nothing is
-	// masqueraded on its way out, because nothing may go out.
+	// masqueraded on its way out, because nothing may go out. The top of the range is
+	// kept for the test's own hosts (AddTestHost).
 	conflist := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "railgrid-node",
@@ -255,12 +264,12 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
       "ipam": {
         "type": "host-local",
         "dataDir": %q,
-        "ranges": [[{"subnet": %q, "gateway": %q}]]
+        "ranges": [[{"subnet": %q, "gateway": %q, "rangeEnd": %q}]]
       }
     }
   ]
 }
-`, net.Bridge, filepath.Join(cni, "ipam"), net.PodCIDR.Masked().String(), net.Gateway.String())
+`, net.Bridge, filepath.Join(cni, "ipam"), net.PodCIDR.Masked().String(), net.Gateway.String(), net.podRangeEnd().String())
 	return os.WriteFile(filepath.Join(cni, "net.d", "10-railgrid.conflist"), []byte(conflist), 0o644)
 }
 
@@ -307,6 +316,49 @@ nodeStatusUpdateFrequency: 5s
 `, n.opts.Network.Gateway, n.KubeletPort, Loopback, healthz, n.opts.ClientCAFile, n.socket, n.opts.ClusterDNS,
 		n.opts.Network.ResolvConf, n.opts.Network.PodCIDR, filepath.Join(n.opts.Dir, "pod-logs"))
 }
+
+// RestartKubeletAndContainerd stops the kubelet and containerd and starts them again
+// with the same configuration, as a node's service manager restarts them: the
+// containers go on running under their shims meanwhile. It returns once containerd
+// answers again and the kubelet has started; the caller waits for the pods.
+func (n *Node) RestartKubeletAndContainerd(ctx context.Context) error {
+	n.restarts++
+	n.kubelet.Stop()
+	n.containerd.Stop()
+	dir := n.opts.Dir
+	var err error
+	n.containerd, err = LaunchProcess("containerd", n.opts.Bins.Containerd, filepath.Join(dir, fmt.Sprintf("containerd.restart-%d.log", n.restarts)), nil, n.containerdArgs...)
+	if err != nil {
+		return err
+	}
+	if err := WaitFor(ctx, time.Minute, n.containerd, func() (bool, error) {
+		return exec.Command(n.opts.Bins.Ctr, "--address", n.socket, "version").Run() == nil, nil
+	}); err != nil {
+		return fmt.Errorf("containerd did not start again: %v\n%s", err, n.containerd.Tail(30))
+	}
+	n.kubelet, err = LaunchProcess("kubelet", n.opts.Bins.Kubelet, filepath.Join(dir, fmt.Sprintf("kubelet.restart-%d.log", n.restarts)), nil, n.kubeletArgs...)
+	return err
+}
+
+// ContainerPID is the PID, on this machine, of a container's main process (its task in
+// containerd), given the container's ID as the pod status reports it
+// (containerd://<id>).
+func (n *Node) ContainerPID(containerID string) (int, error) {
+	id := strings.TrimPrefix(containerID, "containerd://")
+	out, err := n.ctr("tasks", "ls")
+	if err != nil {
+		return 0, fmt.Errorf("ctr tasks ls: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
+			return strconv.Atoi(f[1])
+		}
+	}
+	return 0, fmt.Errorf("no task of container %s in containerd", id)
+}
+
+// Socket is containerd's socket: the shims started with it are this node's.
+func (n *Node) Socket() string { return n.socket }
 
 func (n *Node) ctr(args ...string) ([]byte, error) {
 	return exec.Command(n.opts.Bins.Ctr, append([]string{"--address", n.socket, "--namespace", "k8s.io"}, args...)...).CombinedOutput()
@@ -369,16 +421,18 @@ func (n *Node) stop(t *testing.T) {
 	// The shims outlive containerd by design; ours are those started with our socket.
 	n.killShims()
 	n.removeNetns()
-	unmountUnder(t, n.opts.Dir)
+	for _, f := range unmountAll(mountsUnder(n.opts.Dir)) {
+		t.Log(f)
+	}
 	if out, err := exec.Command(n.opts.Bins.KubeProxy, "--cleanup", "--proxy-mode=iptables").CombinedOutput(); err != nil {
 		t.Logf("kube-proxy --cleanup: %v\n%s", err, out)
 	}
-	removeKubeChains(t)
+	removeKubeChains(t.Logf)
 }
 
 // removeKubeChains flushes and deletes the KUBE-* chains that kube-proxy's cleanup
 // leaves (the kubelet's canaries and hints) in every table.
-func removeKubeChains(t *testing.T) {
+func removeKubeChains(logf func(string, ...any)) {
 	for _, table := range []string{"filter", "nat", "mangle"} {
 		out, err := exec.Command("iptables", "-w", "-t", table, "-S").Output()
 		if err != nil {
@@ -399,7 +453,7 @@ func removeKubeChains(t *testing.T) {
 		}
 		for _, c := range chains {
 			if out, err := exec.Command("iptables", "-w", "-t", table, "-X", c).CombinedOutput(); err != nil {
-				t.Logf("deleting chain %s/%s: %v %s", table, c, err, out)
+				logf("deleting chain %s/%s: %v %s", table, c, err, out)
 			}
 		}
 	}
@@ -428,29 +482,17 @@ func (n *Node) killShims() {
 // /var/run/netns) that appeared while the node ran, which deletes their veths.
 func (n *Node) removeNetns() {
 	for name := range netnsNames() {
-		if n.netnsSeen[name] || !strings.HasPrefix(name, "cni-") {
-			continue
+		if !n.netnsSeen[name] && strings.HasPrefix(name, "cni-") {
+			removeNetns(name)
 		}
-		p := filepath.Join("/var/run/netns", name)
-		_ = syscall.Unmount(p, syscall.MNT_DETACH)
-		_ = os.Remove(p)
 	}
 }
 
-func netnsNames() map[string]bool {
-	names := map[string]bool{}
-	entries, _ := os.ReadDir("/var/run/netns")
-	for _, e := range entries {
-		names[e.Name()] = true
-	}
-	return names
-}
-
-// unmountUnder unmounts every mount point under dir, deepest first.
-func unmountUnder(t *testing.T, dir string) {
+// mountsUnder lists every mount point under dir, deepest first.
+func mountsUnder(dir string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return
+		return nil
 	}
 	defer f.Close()
 	var points []string
@@ -465,11 +507,18 @@ func unmountUnder(t *testing.T, dir string) {
 		}
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	return points
+}
+
+// unmountAll unmounts the points in order, detaching each; it returns the failures.
+func unmountAll(points []string) []string {
+	var failed []string
 	for _, p := range points {
 		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
-			t.Logf("unmounting %s: %v", p, err)
+			failed = append(failed, fmt.Sprintf("unmounting %s: %v", p, err))
 		}
 	}
+	return failed
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).

@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,34 @@ func BuildPause(t *testing.T, dir string) string {
 		t.Fatalf("building the pause command: %v\n%s", err, b)
 	}
 	return out
+}
+
+// ProviderProbeImageRef is the provider probe's image as the tests name it; no registry
+// serves it, the node imports it.
+const ProviderProbeImageRef = "localhost/railgrid-kcp/provider-probe:test"
+
+// BuildProviderProbe builds cmd/provider-probe into dir as a static binary (no cgo, so
+// it needs no C library in its image) and returns its path.
+func BuildProviderProbe(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "provider-probe")
+	cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", out, "./cmd/provider-probe")
+	cmd.Dir = RepoRoot(t)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the provider probe: %v\n%s", err, b)
+	}
+	return out
+}
+
+// ProviderProbeImage is the provider probe's image as a user builds it from the
+// product's source: the static binary at /provider-probe, its entrypoint, on the
+// distroless nonroot layout (user 65532, /home/nonroot, /tmp), nothing else: no shell,
+// no CA certificates (the probe trusts only the CA file it is given, or with -trust
+// system the system's roots, which this image leaves empty).
+func ProviderProbeImage(ref, probe string) Image {
+	return distrolessNonroot(Image{Ref: ref, Files: []ImageFile{{Path: "/provider-probe", Source: probe}},
+		Entrypoint: []string{"/provider-probe"}, User: "65532:65532"})
 }
 
 // PauseImage is the sandbox image: the pause command as an unprivileged user.
@@ -183,4 +213,63 @@ func EnvoyGatewayImage(version, binary string) Image {
 		Entrypoint: []string{path},
 		User:       "65532:65532",
 	})
+}
+
+// DexImageRepository is where Dex's release images live, and the repository Dex's Helm
+// chart runs by default (its values.yaml: image.repository; the tag is the chart's
+// appVersion with a "v").
+const DexImageRepository = "ghcr.io/dexidp/dex"
+
+// DexImageRef is Dex's release image at version, for example ghcr.io/dexidp/dex:v2.45.1.
+func DexImageRef(version string) string { return DexImageRepository + ":" + version }
+
+// dexUID is the user and group Dex's Dockerfile adds (adduser -u 1001 ... dex) and runs as.
+const dexUID = 1001
+
+// DexImage is Dex's image at version as its Dockerfile lays it out on its default
+// (alpine) base: the binary at /usr/local/bin/dex, the web templates, themes and static
+// files of the source tree at /srv/dex/web, /etc/dex and /var/dex owned by the user dex
+// (1001:1001, in /etc/passwd and /etc/group), run as dex:dex. dex is the executable built
+// here (hack/build-tools.sh dex); web is the source tree's web directory.
+//
+// It differs from the release image in one way a pod sees: no entrypoint. The release's
+// entrypoint, docker-entrypoint, renders every .yaml argument through gomplate (a binary
+// its Dockerfile downloads, which cannot be had here) and then execs the rest unchanged.
+// Without it, the arguments Dex's chart gives (dex serve ... /etc/dex/config.yaml) run
+// dex itself, through PATH, and so does the default command: a configuration that needs
+// gomplate's templating does not work here, one that is plain YAML works as with the
+// release. Left out as well, because nothing Dex does here reads them: the CA bundle, the
+// example configuration config.docker.yaml, gomplate, and the go.mod copies kept for
+// scanners.
+func DexImage(version, dex, web string) (Image, error) {
+	img := Image{
+		Ref: DexImageRef(version),
+		Files: []ImageFile{
+			{Path: "/usr/local/bin/dex", Source: dex},
+			{Path: "/etc/passwd", Mode: 0o644, Content: []byte("root:x:0:0:root:/root:/bin/sh\ndex:x:1001:1001::/home/dex:/sbin/nologin\n")},
+			{Path: "/etc/group", Mode: 0o644, Content: []byte("root:x:0:root\ndex:x:1001:dex\n")},
+			{Path: "/etc/dex", Dir: true, UID: dexUID, GID: dexUID},
+			{Path: "/var/dex", Dir: true, UID: dexUID, GID: dexUID},
+			{Path: "/tmp", Dir: true, Mode: 0o1777},
+		},
+		Cmd:  []string{"dex", "serve", "/etc/dex/config.yaml"},
+		User: "dex:dex",
+		// Alpine's PATH, through which the command's "dex" is found.
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+	}
+	err := filepath.WalkDir(web, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(web, path)
+		if err != nil {
+			return err
+		}
+		img.Files = append(img.Files, ImageFile{Path: "/srv/dex/web/" + filepath.ToSlash(rel), Source: path, Mode: 0o644})
+		return nil
+	})
+	if err != nil {
+		return Image{}, fmt.Errorf("Dex's web files: %w", err)
+	}
+	return img, nil
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"archive/tar"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
@@ -116,5 +117,137 @@ func layerHeaders(t *testing.T, open func() (io.ReadCloser, error)) map[string]*
 			t.Fatal(err)
 		}
 		headers[h.Name] = h
+	}
+}
+
+// Dex's image is laid out as its Dockerfile lays it out at v2.45.1 (on the default alpine
+// base): COPY dex /usr/local/bin/dex, COPY web /srv/dex/web, /etc/dex and /var/dex made
+// and owned by 1001:1001, the user dex (1001) and group dex (1001) added to /etc/passwd and
+// /etc/group, USER dex:dex. Its command is the one Dex's chart gives (dex serve
+// /etc/dex/config.yaml), found through alpine's PATH, with no entrypoint (DexImage says
+// why). Its name is the chart's default image.
+func TestDexImageIsLaidOutAsItsDockerfileLaysItOut(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "dex")
+	web := filepath.Join(dir, "web")
+	for path, data := range map[string]string{
+		bin: "not really a binary",
+		filepath.Join(web, "templates", "login.html"):      "<html>login</html>",
+		filepath.Join(web, "themes", "dark", "styles.css"): "body {}",
+		filepath.Join(web, "robots.txt"):                   "User-agent: *\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	image, err := DexImage("v2.45.1", bin, web)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "dex.tar")
+	if err := WriteImage(image, out); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag("ghcr.io/dexidp/dex:v2.45.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatalf("the tarball has no image %s: %v", tag, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cf.Config.Entrypoint) > 0 || !slices.Equal(cf.Config.Cmd, []string{"dex", "serve", "/etc/dex/config.yaml"}) {
+		t.Errorf("entrypoint %q, cmd %q; want no entrypoint and [dex serve /etc/dex/config.yaml]", cf.Config.Entrypoint, cf.Config.Cmd)
+	}
+	if cf.Config.User != "dex:dex" {
+		t.Errorf("user %q, want dex:dex", cf.Config.User)
+	}
+	if !slices.Contains(cf.Config.Env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin") {
+		t.Errorf("env %q has not alpine's PATH, through which the command's dex is found", cf.Config.Env)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 1 {
+		t.Fatalf("%d layers (%v), want 1", len(layers), err)
+	}
+	files := layerHeaders(t, layers[0].Uncompressed)
+	for _, f := range []struct {
+		path     string
+		typ      byte
+		mode     int64
+		uid, gid int
+	}{
+		{"usr/local/bin/dex", tar.TypeReg, 0o755, 0, 0},
+		{"srv/dex/web/templates/login.html", tar.TypeReg, 0o644, 0, 0},
+		{"srv/dex/web/themes/dark/styles.css", tar.TypeReg, 0o644, 0, 0},
+		{"srv/dex/web/robots.txt", tar.TypeReg, 0o644, 0, 0},
+		{"etc/passwd", tar.TypeReg, 0o644, 0, 0},
+		{"etc/group", tar.TypeReg, 0o644, 0, 0},
+		{"etc/dex/", tar.TypeDir, 0o755, 1001, 1001},
+		{"var/dex/", tar.TypeDir, 0o755, 1001, 1001},
+		{"tmp/", tar.TypeDir, 0o1777, 0, 0},
+	} {
+		h := files[f.path]
+		if h == nil || h.Typeflag != f.typ || h.Mode != f.mode || h.Uid != f.uid || h.Gid != f.gid {
+			t.Errorf("/%s: %+v; want type %q, mode %#o, owner %d:%d", f.path, h, f.typ, f.mode, f.uid, f.gid)
+		}
+	}
+	passwd, group := layerFile(t, layers[0].Uncompressed, "etc/passwd"), layerFile(t, layers[0].Uncompressed, "etc/group")
+	if !slices.Contains(strings.Split(passwd, "\n"), "dex:x:1001:1001::/home/dex:/sbin/nologin") {
+		t.Errorf("/etc/passwd has no user dex with uid and gid 1001:\n%s", passwd)
+	}
+	if !slices.Contains(strings.Split(group, "\n"), "dex:x:1001:dex") {
+		t.Errorf("/etc/group has no group dex with gid 1001:\n%s", group)
+	}
+}
+
+// layerFile reads one regular file of a layer.
+func layerFile(t *testing.T, open func() (io.ReadCloser, error), name string) string {
+	t.Helper()
+	rc, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no file %s in the layer: %v", name, err)
+		}
+		if h.Name == name {
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(b)
+		}
+	}
+}
+
+// The provider probe's image holds a static binary: nothing in the image could load a C
+// library for it.
+func TestProviderProbeIsAStaticBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/provider-probe")
+	}
+	f, err := elf.Open(BuildProviderProbe(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatal("the provider probe asks for a dynamic loader (PT_INTERP): it is not static")
+		}
+	}
+	if libs, err := f.ImportedLibraries(); err != nil || len(libs) > 0 {
+		t.Fatalf("the provider probe links %v (%v)", libs, err)
 	}
 }

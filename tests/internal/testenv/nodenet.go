@@ -79,6 +79,7 @@ func SetUpNodeNetwork(t *testing.T, dir string, opts NodeNetworkOptions) *NodeNe
 			saved[key] = strings.TrimSpace(string(v))
 		}
 	}
+	recordRun(func(r *runRecord) { r.Network, r.Sysctls = &n.NodeNetworkOptions, saved })
 	t.Cleanup(func() {
 		n.removeLeftovers()
 		for key, v := range saved {
@@ -124,23 +125,65 @@ func SetUpNodeNetwork(t *testing.T, dir string, opts NodeNetworkOptions) *NodeNe
 // chain of the machine, and the forwarding chain has one name.
 const nodeLock = "/run/railgrid-kcp-node.lock"
 
-// lockTheNode waits for the node lock and releases it when the test's other cleanups
-// (registered after this) have run.
-func lockTheNode(t *testing.T) {
+// EnvNodeLockHeldBy names the process that holds the node lock for this one: a test
+// that runs other test binaries as its children, each with a node of its own, one
+// after the other, holds the lock for them (LockTheNode), so that no other test takes
+// the node between them. The children then share the lock file's record, as
+// consecutive runs do.
+const EnvNodeLockHeldBy = "RAILGRID_NODE_LOCK_HELD_BY"
+
+// LockTheNode takes the node lock for the test and its children (EnvNodeLockHeldBy),
+// sweeping what a killed run recorded; it returns what it swept.
+func LockTheNode(t *testing.T) (swept []string) {
+	t.Helper()
+	return lockTheNode(t)
+}
+
+// lockTheNode waits for the node lock, sweeps what a killed run recorded in it
+// (leftovers.go), and releases it when the test's other cleanups (registered after
+// this) have run, emptying the record.
+func lockTheNode(t *testing.T) (swept []string) {
 	t.Helper()
 	f, err := os.OpenFile(nodeLock, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatalf("the node lock: %v", err)
 	}
-	start := time.Now()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if holder := os.Getenv(EnvNodeLockHeldBy); holder == strconv.Itoa(os.Getppid()) {
+		t.Logf("the node lock is held for this test by its parent, process %s", holder)
+	} else {
+		start := time.Now()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			t.Fatalf("the node lock %s: %v", nodeLock, err)
+		}
+		if waited := time.Since(start); waited > time.Second {
+			t.Logf("waited %s for another test's node to go (%s)", waited.Round(time.Second), nodeLock)
+		}
+	}
+	if rec, err := readRecord(f); err != nil {
+		t.Logf("the node lock holds an unreadable record (%v); nothing swept", err)
+	} else if rec.PID != 0 {
+		if swept = sweep(rec); len(swept) > 0 {
+			t.Logf("swept what the killed run %d left on the machine:%s", rec.PID, indentLines(swept))
+		}
+	}
+	run := &nodeRun{file: f}
+	run.update(func(r *runRecord) { r.PID = os.Getpid() })
+	currentMu.Lock()
+	current = run
+	currentMu.Unlock()
+	t.Cleanup(func() {
+		currentMu.Lock()
+		current = nil
+		currentMu.Unlock()
+		run.clear()
 		f.Close()
-		t.Fatalf("the node lock %s: %v", nodeLock, err)
-	}
-	if waited := time.Since(start); waited > time.Second {
-		t.Logf("waited %s for another test's node to go (%s)", waited.Round(time.Second), nodeLock)
-	}
-	t.Cleanup(func() { f.Close() })
+	})
+	return swept
+}
+
+func indentLines(lines []string) string {
+	return "\n    " + strings.Join(lines, "\n    ")
 }
 
 // removeLeftovers deletes the bridge, routes and chain of this network, ignoring what is

@@ -39,17 +39,6 @@ func childPID(t *testing.T, prefix string) (*Process, int) {
 	return p, pid
 }
 
-// statFields returns the fields of /proc/<pid>/stat after the command name: state,
-// ppid, pgrp, session, ...
-func statFields(pid int) ([]string, error) {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return nil, err
-	}
-	s := string(stat)
-	return strings.Fields(s[strings.LastIndex(s, ")")+1:]), nil
-}
-
 // waitOwnSession waits until pid leads a session of its own. The shell writes the pid
 // file once it has forked the child, which runs setsid only after that; until then the
 // child is still in the shell's group, and killing the group would end it.

@@ -1,0 +1,394 @@
+package kcpadmin_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/portforward"
+
+	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/kcpadmin"
+	"github.com/railgrid/railgrid-kcp/naming"
+	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+)
+
+// frontProxyHost is the in-cluster name the operator's kubeconfig uses and the front
+// proxy's serving certificate carries.
+var frontProxyHost = naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName))
+
+// kcpPKI is kcp's PKI as the operator builds it from cert-manager: root-ca signs
+// root-client-ca, which signs the Kubeconfig's client certificate; the client
+// certificate's Secret holds the leaf followed by root-client-ca (cert-manager's CA
+// issuer appends the issuing chain up to, not including, the self-signed root).
+// root-server-ca signs the front proxy's serving certificate. otherClientCA stands for a
+// client CA that signed nothing of this installation.
+type kcpPKI struct {
+	rootCA, clientCA, requestHeaderCA, serverCA, otherClientCA *testenv.CA
+	// adminLeaf is the client certificate alone, adminChain the leaf and root-client-ca as
+	// the operator's kubeconfig carries it, adminKey its key.
+	adminLeaf, adminChain, adminKey []byte
+	serving                         tls.Certificate
+}
+
+func newKcpPKI(t *testing.T) *kcpPKI {
+	t.Helper()
+	p := &kcpPKI{rootCA: newCA(t, "root-ca")}
+	p.clientCA = intermediateCA(t, p.rootCA, "root-client-ca")
+	p.requestHeaderCA = intermediateCA(t, p.rootCA, "root-requestheader-client-ca")
+	p.serverCA = newCA(t, "root-server-ca")
+	p.otherClientCA = newCA(t, "root-front-proxy-client-ca")
+
+	var err error
+	p.adminLeaf, p.adminKey, err = p.clientCA.Issue(&x509.Certificate{
+		SerialNumber: big.NewInt(10),
+		Subject:      pkix.Name{CommonName: naming.KubeconfigUsername, Organization: []string{naming.KubeconfigAdminGroup}},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.adminChain = append(append([]byte{}, p.adminLeaf...), p.clientCA.PEM...)
+
+	servingCert, servingKey, err := p.serverCA.Issue(&x509.Certificate{
+		SerialNumber: big.NewInt(11),
+		Subject:      pkix.Name{CommonName: "kcp-front-proxy"},
+		DNSNames:     []string{frontProxyHost, "kcp.localhost"},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.serving, err = tls.X509KeyPair(servingCert, servingKey); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func newCA(t *testing.T, cn string) *testenv.CA {
+	t.Helper()
+	ca, err := testenv.NewCA(cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// intermediateCA is a CA that parent signs, as cert-manager issues root-client-ca.
+func intermediateCA(t *testing.T, parent *testenv.CA, cn string) *testenv.CA {
+	t.Helper()
+	certPEM, keyPEM, err := parent.Issue(&x509.Certificate{
+		SerialNumber:          big.NewInt(2),
+		Subject:               pkix.Name{CommonName: cn},
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	certBlock, _ := pem.Decode(certPEM)
+	keyBlock, _ := pem.Decode(keyPEM)
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testenv.CA{Cert: cert, Key: key.(*ecdsa.PrivateKey), PEM: certPEM}
+}
+
+// operatorKubeconfig is the kubeconfig the kcp-operator writes for a Kubeconfig object
+// that targets the FrontProxy (kcp-operator internal/resources/kubeconfig/secret.go):
+// clusters "base" and "default", the current context "default" on the root workspace,
+// the server CA, and the client certificate chain and key.
+func operatorKubeconfig(t *testing.T, p *kcpPKI) []byte {
+	t.Helper()
+	server := fmt.Sprintf("https://%s:%d", frontProxyHost, naming.KcpPort)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["base"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: p.serverCA.PEM}
+	kc.Clusters["default"] = &clientcmdapi.Cluster{Server: server + "/clusters/root", CertificateAuthorityData: p.serverCA.PEM}
+	kc.AuthInfos[naming.KubeconfigUsername] = &clientcmdapi.AuthInfo{ClientCertificateData: p.adminChain, ClientKeyData: p.adminKey}
+	kc.Contexts["default"] = &clientcmdapi.Context{Cluster: "default", AuthInfo: naming.KubeconfigUsername}
+	kc.Contexts["base"] = &clientcmdapi.Context{Cluster: "base", AuthInfo: naming.KubeconfigUsername}
+	kc.CurrentContext = "default"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// fakeFrontProxy serves TLS as kcp-front-proxy does: it requests, not requires, a client
+// certificate (the API server's tls.RequestClientCert), lists advertised in the
+// handshake as the acceptable client CAs (tls.Config.ClientCAs: the subjects the
+// CertificateRequest carries), and authenticates a presented certificate the way kcp's
+// x509 authenticator does, against --client-ca-file (root-client-ca) with the rest of the
+// presented chain as intermediates. A SelfSubjectReview answers who the client is; any
+// other request answers 200 with the user, or 401.
+type fakeFrontProxy struct {
+	*httptest.Server
+
+	mu        sync.Mutex
+	presented []int // per request, how many certificates the client presented
+}
+
+func newFakeFrontProxy(t *testing.T, p *kcpPKI, advertised ...*testenv.CA) *fakeFrontProxy {
+	t.Helper()
+	clientCAFile := x509.NewCertPool()
+	clientCAFile.AddCert(p.clientCA.Cert)
+	f := &fakeFrontProxy{}
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var chain []*x509.Certificate
+		if r.TLS != nil {
+			chain = r.TLS.PeerCertificates
+		}
+		f.mu.Lock()
+		f.presented = append(f.presented, len(chain))
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if len(chain) == 0 || verifyClient(chain, clientCAFile) != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
+			return
+		}
+		groups := `"` + strings.Join(append(slices.Clone(chain[0].Subject.Organization), "system:authenticated"), `","`) + `"`
+		if r.Method == http.MethodPost && r.URL.Path == "/clusters/root/apis/authentication.k8s.io/v1/selfsubjectreviews" {
+			w.WriteHeader(http.StatusCreated)
+			fmt.Fprintf(w, `{"kind":"SelfSubjectReview","apiVersion":"authentication.k8s.io/v1","metadata":{},"status":{"userInfo":{"username":%q,"groups":[%s]}}}`, chain[0].Subject.CommonName, groups)
+			return
+		}
+		fmt.Fprintf(w, `{"username":%q}`, chain[0].Subject.CommonName)
+	}))
+	var pool *x509.CertPool
+	if len(advertised) > 0 {
+		pool = x509.NewCertPool()
+		for _, ca := range advertised {
+			pool.AddCert(ca.Cert)
+		}
+	}
+	f.TLS = &tls.Config{Certificates: []tls.Certificate{p.serving}, ClientAuth: tls.RequestClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+	f.StartTLS()
+	t.Cleanup(f.Close)
+	return f
+}
+
+func verifyClient(chain []*x509.Certificate, roots *x509.CertPool) error {
+	intermediates := x509.NewCertPool()
+	for _, c := range chain[1:] {
+		intermediates.AddCert(c)
+	}
+	_, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: intermediates, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	return err
+}
+
+// lastPresented is how many certificates the client presented in the last request.
+func (f *fakeFrontProxy) lastPresented(t *testing.T) int {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.presented) == 0 {
+		t.Fatal("the front proxy got no request")
+	}
+	return f.presented[len(f.presented)-1]
+}
+
+// fakeKubelet is an API server that serves only pods/portforward the way the kubelet
+// answers it: SPDY, protocol portforward.k8s.io, one error and one data stream per
+// forwarded connection, paired by request ID, the data stream connected to the address
+// the pod's port leads to. dropPod ends the port-forward sessions of a pod, as the
+// kubelet does when the pod goes away.
+type fakeKubelet struct {
+	*httptest.Server
+
+	mu       sync.Mutex
+	targets  map[string]string // "<pod>:<port>" -> address
+	sessions map[string][]httpstream.Connection
+	asked    []string // pods, in the order of the port-forward requests
+}
+
+func newFakeKubelet(t *testing.T) *fakeKubelet {
+	t.Helper()
+	k := &fakeKubelet{targets: map[string]string{}, sessions: map[string][]httpstream.Connection{}}
+	k.Server = httptest.NewServer(http.HandlerFunc(k.serve))
+	t.Cleanup(k.Close)
+	return k
+}
+
+func (k *fakeKubelet) route(pod string, port int, addr string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.targets[fmt.Sprintf("%s:%d", pod, port)] = addr
+}
+
+func (k *fakeKubelet) dropPod(pod string) {
+	k.mu.Lock()
+	conns := k.sessions[pod]
+	delete(k.sessions, pod)
+	k.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+func (k *fakeKubelet) askedPods() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string{}, k.asked...)
+}
+
+func (k *fakeKubelet) serve(w http.ResponseWriter, r *http.Request) {
+	var ns, pod string
+	if _, err := fmt.Sscanf(strings.ReplaceAll(r.URL.Path, "/", " "), " api v1 namespaces %s pods %s portforward", &ns, &pod); err != nil || r.Method != http.MethodPost {
+		http.NotFound(w, r)
+		return
+	}
+	if _, err := httpstream.Handshake(r, w, []string{portforward.PortForwardProtocolV1Name}); err != nil {
+		return
+	}
+	type newStream struct {
+		stream httpstream.Stream
+		reply  <-chan struct{}
+	}
+	streams := make(chan newStream, 8)
+	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, reply <-chan struct{}) error {
+		streams <- newStream{s, reply}
+		return nil
+	})
+	if conn == nil {
+		return
+	}
+	defer conn.Close()
+	k.mu.Lock()
+	k.asked = append(k.asked, pod)
+	k.sessions[pod] = append(k.sessions[pod], conn)
+	k.mu.Unlock()
+
+	type pair struct{ errorStream, dataStream httpstream.Stream }
+	pairs := map[string]*pair{}
+	for {
+		select {
+		case s := <-streams:
+			<-s.reply
+			id := s.stream.Headers().Get(corev1.PortForwardRequestIDHeader)
+			p := pairs[id]
+			if p == nil {
+				p = &pair{}
+				pairs[id] = p
+			}
+			if s.stream.Headers().Get(corev1.StreamType) == corev1.StreamTypeError {
+				p.errorStream = s.stream
+			} else {
+				p.dataStream = s.stream
+			}
+			if p.errorStream != nil && p.dataStream != nil {
+				delete(pairs, id)
+				go k.forward(pod, p.errorStream, p.dataStream)
+			}
+		case <-conn.CloseChan():
+			return
+		}
+	}
+}
+
+// forward connects one data stream to the pod's port; a failure goes on the error
+// stream, as the kubelet reports it.
+func (k *fakeKubelet) forward(pod string, errorStream, dataStream httpstream.Stream) {
+	defer errorStream.Close()
+	defer dataStream.Close()
+	key := pod + ":" + dataStream.Headers().Get(corev1.PortHeader)
+	k.mu.Lock()
+	addr := k.targets[key]
+	k.mu.Unlock()
+	target, err := net.Dial("tcp", addr)
+	if err != nil {
+		_, _ = fmt.Fprintf(errorStream, "error forwarding port to pod %s: %v", key, err)
+		return
+	}
+	defer target.Close()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(target, dataStream)
+		_ = target.(*net.TCPConn).CloseWrite()
+		close(done)
+	}()
+	_, _ = io.Copy(dataStream, target)
+	<-done
+}
+
+// frontProxyLabels select the front proxy's pods, as the owned Service does.
+var frontProxyLabels = map[string]string{"app.kubernetes.io/component": "front-proxy", "app.kubernetes.io/instance": naming.FrontProxyName}
+
+// frontProxyPod is a Running pod of the front proxy, Ready or not.
+func frontProxyPod(name string, ready bool) *corev1.Pod {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: naming.NamespaceKcp, Name: name, Labels: frontProxyLabels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "kcp-front-proxy", Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: int32(naming.KcpPort)}},
+		}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+	}
+}
+
+// newCluster is a fake cluster with the owned front-proxy Service, the given pods and
+// objects (such as the operator's Secret).
+func newCluster(objects ...runtime.Object) *kubefake.Clientset {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: naming.NamespaceKcp, Name: naming.OwnedServiceName(naming.FrontProxyName)},
+		Spec: corev1.ServiceSpec{
+			Selector: frontProxyLabels,
+			Ports: []corev1.ServicePort{
+				{Name: "https", Port: 443, TargetPort: intstr.FromInt32(int32(naming.KcpPort))},
+				{Name: "https-kcp", Port: int32(naming.KcpPort), TargetPort: intstr.FromInt32(int32(naming.KcpPort))},
+			},
+		},
+	}
+	return kubefake.NewClientset(append([]runtime.Object{svc}, objects...)...)
+}
+
+// operatorSecret is the Secret the operator writes for the Kubeconfig object of cfg's
+// re-mint generation.
+func operatorSecret(cfg *config.Config, kubeconfig []byte) *corev1.Secret {
+	namespace, name := kcpadmin.CredentialSecret(cfg)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Data:       map[string][]byte{kcpadmin.OperatorKubeconfigKey: kubeconfig},
+	}
+}
+
+// kindConfig is the repository's kind stack config.
+func kindConfig(t *testing.T) *config.Config {
+	t.Helper()
+	cfg, err := config.ParseStackFile("../../Pulumi.kind.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
