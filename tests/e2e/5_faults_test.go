@@ -90,7 +90,14 @@ func kubeletAndContainerdRestart(t *testing.T, l *lifecycle) {
 		left = notReady(l.ctx, l.c, namespaces...)
 		return nodeHeartbeatAfter(l.ctx, l.c, restarted) && len(left) == 0 && kcpServes(l.ctx, l.env, obj) == nil, nil
 	}); err != nil {
-		t.Fatalf("after the restart, not Ready: %v; kcp: %v", left, kcpServes(l.ctx, l.env, obj))
+		var problems strings.Builder
+		for _, ns := range namespaces {
+			if slices.ContainsFunc(left, func(p string) bool { return strings.HasPrefix(p, ns+"/") }) {
+				problems.WriteString(testenv.PodProblems(l.ctx, l.c.kube, ns))
+				problems.WriteString(podLogTails(l.ctx, l.c, ns, 20))
+			}
+		}
+		t.Fatalf("after the restart, not Ready: %v; kcp: %v\n%s", left, kcpServes(l.ctx, l.env, obj), problems.String())
 	}
 	t.Logf("every pod Ready and kcp serving the object %s after the restart began", time.Since(start).Round(100*time.Millisecond))
 	after := restartCounts(l.ctx, l.c, namespaces...)
@@ -627,7 +634,9 @@ func aSnapshotBringsKcpBack(t *testing.T, l *lifecycle) {
 	} else {
 		t.Logf("%s, written after the snapshot, is gone, as a restore to the snapshot's time must leave it", lost)
 	}
-	if err := l.durable.readBack(ctx, l.env); l.durable != nil && err != nil {
-		t.Errorf("the object on alpha (not restored): %v", err)
+	if l.durable != nil {
+		if err := l.durable.readBack(ctx, l.env); err != nil {
+			t.Errorf("the object on alpha (not restored): %v", err)
+		}
 	}
 }
