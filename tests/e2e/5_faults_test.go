@@ -605,6 +605,7 @@ func aSnapshotBringsKcpBack(t *testing.T, l *lifecycle) {
 	// Runbook 6 and 7: etcd, then the operator, which scales kcp back.
 	run("-n", naming.NamespaceEtcd, "scale", "sts/"+sts, "--replicas=1")
 	run("-n", naming.NamespaceEtcd, "rollout", "status", "sts/"+sts, "--timeout=5m")
+	etcdReady := time.Now()
 	members, err := kubectl(ctx, k, c.kubeconfig, "-n", naming.NamespaceEtcd, "exec", sts+"-0", "--", "/usr/local/bin/etcdctl", "member", "list", "-w", "table")
 	if err != nil {
 		t.Fatal(err)
@@ -627,8 +628,8 @@ func aSnapshotBringsKcpBack(t *testing.T, l *lifecycle) {
 	}); err != nil {
 		t.Fatalf("kcp does not serve %s after the restore: %v (last: %s)", kept, err, last)
 	}
-	t.Logf("kcp serves %s again in its Ready workspace, %s after etcd started on the restored data (%s after the restore began)",
-		kept, time.Since(restoreStart).Round(time.Second), time.Since(start).Round(time.Second))
+	t.Logf("kcp serves %s again in its Ready workspace, %s after etcd was Ready on the restored data (%s after the restore Job began, %s after the step began)",
+		kept, time.Since(etcdReady).Round(time.Second), time.Since(restoreStart).Round(time.Second), time.Since(start).Round(time.Second))
 	if err := goneFromKcp(ctx, l.env, lost); err != nil {
 		t.Errorf("written after the snapshot, %v: the restore did not go back to the snapshot's time", err)
 	} else {
