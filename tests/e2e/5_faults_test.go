@@ -84,11 +84,14 @@ func kubeletAndContainerdRestart(t *testing.T, l *lifecycle) {
 	}
 	restarted := time.Now()
 	t.Logf("kubelet and containerd stopped and started again in %s", restarted.Sub(start).Round(100*time.Millisecond))
-	// The restarted kubelet has reported the node, and the pods' statuses are its own.
+	// The restarted kubelet has reported the node, and the pods' statuses are its own:
+	// it starts every readiness probe at "not ready" and probes once a period, so until
+	// the longest period has passed a Ready condition may still be the old kubelet's.
+	reprobed := restarted.Add(longestReadinessPeriod(l.ctx, l.c, namespaces...) + 2*time.Second)
 	var left []string
 	if err := testenv.WaitFor(l.ctx, 4*time.Minute, nil, func() (bool, error) {
 		left = notReady(l.ctx, l.c, namespaces...)
-		return nodeHeartbeatAfter(l.ctx, l.c, restarted) && len(left) == 0 && kcpServes(l.ctx, l.env, obj) == nil, nil
+		return time.Now().After(reprobed) && nodeHeartbeatAfter(l.ctx, l.c, restarted) && len(left) == 0 && kcpServes(l.ctx, l.env, obj) == nil, nil
 	}); err != nil {
 		var problems strings.Builder
 		for _, ns := range namespaces {
@@ -99,7 +102,7 @@ func kubeletAndContainerdRestart(t *testing.T, l *lifecycle) {
 		}
 		t.Fatalf("after the restart, not Ready: %v; kcp: %v\n%s", left, kcpServes(l.ctx, l.env, obj), problems.String())
 	}
-	t.Logf("every pod Ready and kcp serving the object %s after the restart began", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("every pod Ready (probed by the new kubelet) and kcp serving the object %s after the restart began", time.Since(start).Round(100*time.Millisecond))
 	after := restartCounts(l.ctx, l.c, namespaces...)
 	var restartedContainers []string
 	for k, n := range after {

@@ -196,6 +196,29 @@ func notReady(ctx context.Context, c *cluster, namespaces ...string) []string {
 	return out
 }
 
+// longestReadinessPeriod is the longest readiness-probe period of the containers of the
+// namespaces' pods on the real node (the kubelet's default, 10 s, where a probe sets none).
+func longestReadinessPeriod(ctx context.Context, c *cluster, namespaces ...string) time.Duration {
+	longest := 10 * time.Second
+	for _, ns := range namespaces {
+		pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, p := range pods.Items {
+			for _, ctr := range p.Spec.Containers {
+				if p.Spec.NodeName != realNodeName || ctr.ReadinessProbe == nil {
+					continue
+				}
+				if d := time.Duration(ctr.ReadinessProbe.PeriodSeconds) * time.Second; d > longest {
+					longest = d
+				}
+			}
+		}
+	}
+	return longest
+}
+
 // restartCounts maps every container of the namespaces to its restart count.
 func restartCounts(ctx context.Context, c *cluster, namespaces ...string) map[string]int32 {
 	out := map[string]int32{}
