@@ -112,6 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		wait       = flags.Duration("wait", 90*time.Second, "time limit of each wait for kcp to reconcile")
 		interval   = flags.Duration("interval", time.Second, "pause between reads while waiting")
 		timeout    = flags.Duration("timeout", 8*time.Minute, "time limit of the whole run (the clean-up still runs after it)")
+		reqTimeout = flags.Duration("request-timeout", 30*time.Second, "time limit of each request to kcp")
 	)
 	flags.Var(&urls, "shard-url", "a shard's public URL as name=https://host (repeat, or comma-separate); hub-identity asks at each")
 	flags.Usage = func() {
@@ -133,6 +134,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *timeout <= 0 {
 		return usageErr("-timeout must be positive")
+	}
+	if *reqTimeout <= 0 {
+		return usageErr("-request-timeout must be positive")
 	}
 
 	data, err := os.ReadFile(*kubeconfig)
@@ -190,7 +194,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	report := providerprobe.NewReporter(stdout)
 	opts := providerprobe.Options{
-		Client: &providerprobe.Client{Credential: cred, Trust: t, Timeout: 30 * time.Second},
+		Client: &providerprobe.Client{Credential: cred, Trust: t, Timeout: *reqTimeout},
 		Steps:  stepList, Shard: *shard, ShardHostname: host, ShardURLs: urls,
 		NamePrefix: *prefix, Keep: *keep, WantUser: *wantUser, WantGroups: groups,
 		Wait: *wait, Interval: *interval, Report: report,

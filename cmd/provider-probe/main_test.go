@@ -74,6 +74,7 @@ func TestUsageErrorsNameTheFlag(t *testing.T) {
 		"no shard hostname":          {[]string{"-kubeconfig", kubeconfig, "-ca-file", ca, "-shard", "beta"}, "public hostname is empty"},
 		"unknown step":               {append(base, "-ca-file", ca, "-steps", "dns"), `unknown step "dns"`},
 		"arguments":                  {append(base, "-ca-file", ca, "extra"), "unexpected arguments: extra"},
+		"no request time":            {append(base, "-ca-file", ca, "-request-timeout", "0s"), "-request-timeout must be positive"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, &stdout, &stderr)

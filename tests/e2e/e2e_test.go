@@ -55,6 +55,9 @@ func TestKindStackEndToEnd(t *testing.T) {
 		t.Fatalf("the kcp-operator chart is not in %s (set %s): %v", thirdparty, testenv.EnvThirdpartyDir, err)
 	}
 	src := sources{root: root, crds: crds, thirdparty: thirdparty, images: &nodeImageSet{dir: t.TempDir()}}
+	// One lock for both clusters: another test with a node (tests/node) would otherwise
+	// take the machine between them, and killed-up would wait for it.
+	testenv.LockTheNode(t)
 	// Ends before the binary's -timeout, and at SIGINT or SIGTERM, so that every
 	// clean-up runs.
 	ctx := testenv.RunContext(t, cleanupMargin)

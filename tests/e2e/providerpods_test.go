@@ -78,7 +78,9 @@ func runProbeNegative(ctx context.Context, e *env, n probeNegative, sliceURL, ca
 	}
 	args := []string{"-kubeconfig", negativeKubeconfigDir + "/" + hub.SecretKey, "-steps", providerprobe.StepHubIdentity,
 		"-shard", "alpha", "-shard-url", "alpha=" + sliceURL,
-		"-want-user", naming.KubeconfigUsername, "-want-groups", naming.KubeconfigAdminGroup, "-timeout", "45s"}
+		"-want-user", naming.KubeconfigUsername, "-want-groups", naming.KubeconfigAdminGroup, "-timeout", "45s",
+		// A name resolved to the edge gets no answer here: the request's own limit ends it.
+		"-request-timeout", "5s"}
 	files := []verify.PodFile{{Dir: negativeKubeconfigDir, Secret: secret, Key: hub.SecretKey}}
 	if n.trustSystem {
 		args = append(args, "-trust", "system")

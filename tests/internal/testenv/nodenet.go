@@ -132,18 +132,38 @@ const nodeLock = "/run/railgrid-kcp-node.lock"
 // consecutive runs do.
 const EnvNodeLockHeldBy = "RAILGRID_NODE_LOCK_HELD_BY"
 
-// LockTheNode takes the node lock for the test and its children (EnvNodeLockHeldBy),
-// sweeping what a killed run recorded; it returns what it swept.
+// LockTheNode takes the node lock for the test, the nodes it starts one after the other
+// in this process, and its children (EnvNodeLockHeldBy), sweeping what a killed run
+// recorded; it returns what it swept. No other test takes the node between them.
 func LockTheNode(t *testing.T) (swept []string) {
 	t.Helper()
-	return lockTheNode(t)
+	swept = lockTheNode(t)
+	currentMu.Lock()
+	heldForThisProcess = true
+	currentMu.Unlock()
+	t.Cleanup(func() {
+		currentMu.Lock()
+		heldForThisProcess = false
+		currentMu.Unlock()
+	})
+	return swept
 }
+
+// heldForThisProcess is true while a test of this process holds the node lock through
+// LockTheNode: the nodes it starts then run under that lock and add to its record.
+var heldForThisProcess bool
 
 // lockTheNode waits for the node lock, sweeps what a killed run recorded in it
 // (leftovers.go), and releases it when the test's other cleanups (registered after
 // this) have run, emptying the record.
 func lockTheNode(t *testing.T) (swept []string) {
 	t.Helper()
+	currentMu.Lock()
+	held := heldForThisProcess
+	currentMu.Unlock()
+	if held {
+		return nil
+	}
 	f, err := os.OpenFile(nodeLock, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatalf("the node lock: %v", err)
