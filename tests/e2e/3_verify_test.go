@@ -399,8 +399,10 @@ func (l *lifecycle) kubeconfigFromHost(inCluster []byte) ([]byte, error) {
 		if port == "" {
 			port = strconv.Itoa(443)
 		}
+		// The Service's ClusterIP instead of its name; the path (/clusters/root) stays.
 		cluster.TLSServerName = host
-		cluster.Server = "https://" + net.JoinHostPort(s.Spec.ClusterIP, port)
+		u.Host = net.JoinHostPort(s.Spec.ClusterIP, port)
+		cluster.Server = u.String()
 	}
 	return clientcmd.Write(*cfg)
 }
