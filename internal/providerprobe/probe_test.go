@@ -22,7 +22,11 @@ func options(client *providerprobe.Client, out *bytes.Buffer, steps ...string) p
 		Shard: "alpha", ShardHostname: alphaHost,
 		ShardURLs:  []providerprobe.ShardURL{{Name: "root", URL: "https://" + rootHost}, {Name: "alpha", URL: "https://" + alphaHost}},
 		NamePrefix: "probe-test", WantUser: "kcp-admin", WantGroups: []string{"system:kcp:admin"},
-		Wait: 300 * time.Millisecond, Interval: 20 * time.Millisecond,
+		// Long enough for a few reads on a loaded machine: a wait that runs out before its
+		// first read (the client's rate limiter refuses a request it cannot finish in
+		// time) cannot report what kcp said, and the test that lets the wait run out
+		// checks that it does.
+		Wait: 2 * time.Second, Interval: 20 * time.Millisecond,
 		Report: providerprobe.NewReporter(out),
 	}
 }
