@@ -259,6 +259,31 @@ func isShimOf(args []string, sockets []string) bool {
 // netnsDir is where `ip netns` and containerd keep named network namespaces.
 const netnsDir = "/var/run/netns"
 
+// shareNetnsDir makes netnsDir a shared mount point, as `ip netns add` does the first
+// time it runs on a machine, before containerd puts any pod's namespace there. Otherwise
+// the first `ip netns add` (a test host's) binds the directory over itself after the
+// first pods' namespaces were mounted in it: their mounts stay underneath, and unmounting
+// the copies on top leaves them there for good, unreachable by name (a cold run left
+// its first two pods', CoreDNS's, so).
+func shareNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return err
+	}
+	for bound := false; ; bound = true {
+		err := syscall.Mount("", netnsDir, "none", syscall.MS_SHARED|syscall.MS_REC, "")
+		if err == nil {
+			return nil
+		}
+		if err != syscall.EINVAL || bound {
+			return fmt.Errorf("making %s a shared mount: %w", netnsDir, err)
+		}
+		// Not a mount point yet: bind it over itself.
+		if err := syscall.Mount(netnsDir, netnsDir, "none", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("binding %s over itself: %w", netnsDir, err)
+		}
+	}
+}
+
 func netnsNames() map[string]bool {
 	names := map[string]bool{}
 	entries, _ := os.ReadDir(netnsDir)

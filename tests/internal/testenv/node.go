@@ -132,6 +132,9 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	// last the iptables chains kube-proxy and the kubelet wrote.
 	t.Cleanup(func() { n.stop(t) })
 
+	if err := shareNetnsDir(); err != nil {
+		t.Fatal(err)
+	}
 	if err := n.writeContainerdConfig(); err != nil {
 		t.Fatal(err)
 	}
