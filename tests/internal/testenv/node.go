@@ -132,8 +132,12 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	// last the iptables chains kube-proxy and the kubelet wrote.
 	t.Cleanup(func() { n.stop(t) })
 
-	if err := shareNetnsDir(); err != nil {
+	// Before containerd mounts the first pod's network namespace (shareMountPoint says why).
+	if err := shareMountPoint(netnsDir); err != nil {
 		t.Fatal(err)
+	}
+	if err := checkSharedMountPoint(netnsDir); err != nil {
+		t.Fatalf("before the node's first pod: %v", err)
 	}
 	if err := n.writeContainerdConfig(); err != nil {
 		t.Fatal(err)
