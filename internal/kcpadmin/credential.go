@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -68,9 +69,9 @@ func ReadCredential(ctx context.Context, kube kubernetes.Interface, cfg *config.
 		return nil, fmt.Errorf("Secret %s not found: the kcp-operator writes it for the Kubeconfig object %s of hub.remintGeneration %d once that object is Available; run pulumi up, then look at kubectl -n %s get kubeconfig %s",
 			id, name, generation, namespace, name)
 	case apierrors.IsForbidden(err):
-		return nil, fmt.Errorf("cannot read Secret %s: forbidden: the kube context needs get on secrets in %s (%s)", id, namespace, firstLine(err.Error()))
+		return nil, fmt.Errorf("cannot read Secret %s: forbidden: the kube context needs get on secrets in %s (%s)", id, namespace, errtext.FirstLine(err.Error()))
 	case err != nil:
-		return nil, fmt.Errorf("cannot read Secret %s: %s", id, firstLine(err.Error()))
+		return nil, fmt.Errorf("cannot read Secret %s: %s", id, errtext.FirstLine(err.Error()))
 	}
 	data := secret.Data[OperatorKubeconfigKey]
 	if len(data) == 0 {
@@ -80,7 +81,7 @@ func ReadCredential(ctx context.Context, kube kubernetes.Interface, cfg *config.
 		}
 		slices.Sort(keys)
 		return nil, fmt.Errorf("Secret %s has no key %s (keys: %s): it is not the operator's kubeconfig Secret (kubectl -n %s get kubeconfig %s)",
-			id, OperatorKubeconfigKey, orNone(keys), namespace, name)
+			id, OperatorKubeconfigKey, errtext.List(keys), namespace, name)
 	}
 	cred, err := ParseCredential(data, now)
 	if err != nil {
@@ -97,7 +98,7 @@ func ReadCredential(ctx context.Context, kube kubernetes.Interface, cfg *config.
 func ParseCredential(kubeconfig []byte, now time.Time) (*Credential, error) {
 	kc, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("not a valid kubeconfig: %s", firstLine(err.Error()))
+		return nil, fmt.Errorf("not a valid kubeconfig: %s", errtext.FirstLine(err.Error()))
 	}
 	kctx := kc.Contexts[kc.CurrentContext]
 	if kctx == nil {
@@ -124,7 +125,7 @@ func ParseCredential(kubeconfig []byte, now time.Time) (*Credential, error) {
 	}
 	server, err := url.Parse(cluster.Server)
 	if err != nil || server.Scheme != "https" || server.Host == "" {
-		return nil, fmt.Errorf("server %q is not an https URL", redactURL(cluster.Server))
+		return nil, fmt.Errorf("server %q is not an https URL", errtext.URL(cluster.Server))
 	}
 	server.User, server.RawQuery, server.Fragment = nil, "", ""
 	if server.Path == "" || server.Path == "/" {
@@ -134,7 +135,7 @@ func ParseCredential(kubeconfig []byte, now time.Time) (*Credential, error) {
 		return nil, errors.New("certificate-authority-data holds no PEM certificate")
 	}
 	if _, err := tls.X509KeyPair(user.ClientCertificateData, user.ClientKeyData); err != nil {
-		return nil, fmt.Errorf("client certificate and key are not a usable pair: %s", firstLine(err.Error()))
+		return nil, fmt.Errorf("client certificate and key are not a usable pair: %s", errtext.FirstLine(err.Error()))
 	}
 	leaf, err := firstCertificate(user.ClientCertificateData)
 	if err != nil {
@@ -174,29 +175,4 @@ func firstCertificate(data []byte) (*x509.Certificate, error) {
 			return x509.ParseCertificate(block.Bytes)
 		}
 	}
-}
-
-// redactURL drops user info, query and fragment from a URL before it is printed.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > 160 {
-		s = s[:160] + "..."
-	}
-	return s
-}
-
-func orNone(items []string) string {
-	if len(items) == 0 {
-		return "none"
-	}
-	return strings.Join(items, ", ")
 }

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -233,7 +234,7 @@ func (o *Options) complete() error {
 func WhoAmI(ctx context.Context, kubeconfig []byte) (authenticationv1.UserInfo, error) {
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
-		return authenticationv1.UserInfo{}, fmt.Errorf("kubeconfig: %s", firstLine(err.Error()))
+		return authenticationv1.UserInfo{}, fmt.Errorf("kubeconfig: %s", errtext.FirstLine(err.Error()))
 	}
 	cfg.UserAgent = "railgrid-kcp-kcpadmin"
 	cfg.Timeout = 20 * time.Second
@@ -253,9 +254,9 @@ func describeKcpError(err error, serverName string) error {
 	case apierrors.IsUnauthorized(err):
 		return errors.New("the front proxy answered 401 Unauthorized: it did not accept the client certificate (it must be issued by kcp's root-client-ca and be valid)")
 	case apierrors.IsForbidden(err):
-		return fmt.Errorf("the front proxy answered 403 Forbidden: %s", firstLine(err.Error()))
+		return fmt.Errorf("the front proxy answered 403 Forbidden: %s", errtext.FirstLine(err.Error()))
 	case errors.As(err, &verifyErr), errors.As(err, &unknownCA), errors.As(err, &hostname):
-		return fmt.Errorf("TLS: the front proxy's certificate is not verified for %s by the operator's CA: %s", serverName, firstLine(err.Error()))
+		return fmt.Errorf("TLS: the front proxy's certificate is not verified for %s by the operator's CA: %s", serverName, errtext.FirstLine(err.Error()))
 	}
-	return fmt.Errorf("request through the forward failed: %s", firstLine(err.Error()))
+	return fmt.Errorf("request through the forward failed: %s", errtext.FirstLine(err.Error()))
 }

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 )
 
 // Credential is what the probe takes from the hub's kubeconfig: the front proxy's URL
@@ -37,7 +39,7 @@ type Credential struct {
 func LoadCredential(kubeconfig []byte) (Credential, error) {
 	kc, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return Credential{}, fmt.Errorf("not a valid kubeconfig: %s", firstLine(err.Error()))
+		return Credential{}, fmt.Errorf("not a valid kubeconfig: %s", errtext.FirstLine(err.Error()))
 	}
 	name := kc.CurrentContext
 	kctx := kc.Contexts[name]
@@ -221,12 +223,4 @@ func leafCertificate(data []byte) (*x509.Certificate, error) {
 		}
 		return x509.ParseCertificate(block.Bytes)
 	}
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
 }

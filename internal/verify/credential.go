@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -35,7 +36,7 @@ const RootWorkspacePath = "/clusters/root"
 func KubeconfigRESTConfig(kubeconfig []byte, dial DialFunc) (*rest.Config, error) {
 	kc, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("not a valid kubeconfig: %s", firstLine(err.Error()))
+		return nil, fmt.Errorf("not a valid kubeconfig: %s", errtext.FirstLine(err.Error()))
 	}
 	name, kctx := currentContext(kc)
 	if kctx == nil {
@@ -70,11 +71,11 @@ func KubeconfigRESTConfig(kubeconfig []byte, dial DialFunc) (*rest.Config, error
 	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*kc, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %s", firstLine(err.Error()))
+		return nil, fmt.Errorf("kubeconfig: %s", errtext.FirstLine(err.Error()))
 	}
 	u, err := url.Parse(cfg.Host)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("server %q is not an https URL", redactURL(cfg.Host))
+		return nil, fmt.Errorf("server %q is not an https URL", errtext.URL(cfg.Host))
 	}
 	if u.Path == "" || u.Path == "/" {
 		u.Path = RootWorkspacePath
@@ -117,7 +118,7 @@ func VerifyHubCredential(ctx context.Context, kubeconfig []byte, dial DialFunc) 
 	if err != nil {
 		return fail(CheckHubCredential, item, "unusable: %v; the operator writes a client-certificate kubeconfig: %s", err, RemintHint)
 	}
-	item = "SelfSubjectReview at " + redactURL(cfg.Host)
+	item = "SelfSubjectReview at " + errtext.URL(cfg.Host)
 	subject := "client certificate (unparsable)"
 	if cert, err := leafCertificate(cfg.TLSClientConfig.CertData); err == nil {
 		subject = fmt.Sprintf("client certificate %s issued by %s", cert.Subject, cert.Issuer)
@@ -153,7 +154,7 @@ func describeKcpError(err error, cfg *rest.Config) string {
 	case apierrors.IsUnauthorized(err):
 		return "kcp answered 401 Unauthorized: the front proxy does not accept the client certificate; it must be issued by kcp's root-client-ca and be valid"
 	case apierrors.IsForbidden(err):
-		return fmt.Sprintf("kcp answered 403 Forbidden (%s): the credential authenticates but may not do this", firstLine(err.Error()))
+		return fmt.Sprintf("kcp answered 403 Forbidden (%s): the credential authenticates but may not do this", errtext.FirstLine(err.Error()))
 	case errors.As(err, &verifyErr), errors.As(err, &unknownCA), errors.As(err, &hostname):
 		return fmt.Sprintf("TLS: the server's certificate is not verified by the kubeconfig's certificate-authority-data for %s: %v", cfg.TLSClientConfig.ServerName, unwrapURLError(err))
 	case strings.Contains(err.Error(), "tls:"):
@@ -165,7 +166,7 @@ func describeKcpError(err error, cfg *rest.Config) string {
 func unwrapURLError(err error) error {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
-		return fmt.Errorf("%s %s: %w", uerr.Op, redactURL(uerr.URL), uerr.Err)
+		return fmt.Errorf("%s %s: %w", uerr.Op, errtext.URL(uerr.URL), uerr.Err)
 	}
 	return err
 }

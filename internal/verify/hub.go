@@ -19,6 +19,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -45,7 +46,7 @@ func checkHubKubeconfig(ctx context.Context, o *Options) []Result {
 	kc, err := clientcmd.Load(data)
 	if err != nil {
 		// Only the error's first line, which names the problem, never the content.
-		return []Result{fail(CheckHubKubeconfig, item, "is not a valid kubeconfig: %s", firstLine(err.Error()))}
+		return []Result{fail(CheckHubKubeconfig, item, "is not a valid kubeconfig: %s", errtext.FirstLine(err.Error()))}
 	}
 	ctxName, kctx := currentContext(kc)
 	if kctx == nil {
@@ -61,9 +62,9 @@ func checkHubKubeconfig(ctx context.Context, o *Options) []Result {
 	default:
 		u, err := url.Parse(cluster.Server)
 		if err != nil || u.Scheme != "https" || u.Host != HubServerHost() {
-			problems = append(problems, fmt.Sprintf("server is %q, want the in-cluster front-proxy Service https://%s (a path may follow)", redactURL(cluster.Server), HubServerHost()))
+			problems = append(problems, fmt.Sprintf("server is %q, want the in-cluster front-proxy Service https://%s (a path may follow)", errtext.URL(cluster.Server), HubServerHost()))
 		} else {
-			notes = append(notes, "server "+redactURL(cluster.Server))
+			notes = append(notes, "server "+errtext.URL(cluster.Server))
 		}
 	}
 
@@ -123,7 +124,7 @@ func readHubKubeconfig(ctx context.Context, o *Options, check string) ([]byte, *
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		r := fail(check, item, "has no key %s (keys: %s); the hub chart mounts that key", hub.SecretKey, orNone(keys))
+		r := fail(check, item, "has no key %s (keys: %s); the hub chart mounts that key", hub.SecretKey, errtext.List(keys))
 		return nil, &r
 	}
 	return data, nil
@@ -161,33 +162,6 @@ func leafCertificate(data []byte) (*x509.Certificate, error) {
 	}
 }
 
-// redactURL drops any user info and query from a server URL before it is printed.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User = nil
-	u.RawQuery = ""
-	u.Fragment = ""
-	return u.String()
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > 160 {
-		s = s[:160] + "..."
-	}
-	return s
-}
-
-func orNone(items []string) string {
-	if len(items) == 0 {
-		return "none"
-	}
-	return strings.Join(items, ", ")
-}
-
 // HubKubeconfigCA returns the CA certificates (PEM) of the hub kubeconfig's cluster: the
 // kcp server CA, which also issued the certificates the shards and the front proxy
 // present. The kind edge passes TLS through, so the ingress check trusts it there.
@@ -198,7 +172,7 @@ func HubKubeconfigCA(ctx context.Context, kube kubernetes.Interface, cfg *config
 	}
 	kc, err := clientcmd.Load(secret.Data[cfg.Hub.SecretKey])
 	if err != nil {
-		return nil, fmt.Errorf("hub kubeconfig: %s", firstLine(err.Error()))
+		return nil, fmt.Errorf("hub kubeconfig: %s", errtext.FirstLine(err.Error()))
 	}
 	_, kctx := currentContext(kc)
 	if kctx == nil || kc.Clusters[kctx.Cluster] == nil || len(kc.Clusters[kctx.Cluster].CertificateAuthorityData) == 0 {

@@ -18,6 +18,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 )
 
 // CheckOIDCUser signs a user in with an ID token from the hub's issuer and asks kcp, at
@@ -171,7 +172,7 @@ func execToken(ctx context.Context, e *clientcmdapi.ExecConfig) (string, error) 
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("the exec plugin %s failed: %v: %s", e.Command, err, firstLine(stderr.String()))
+		return "", fmt.Errorf("the exec plugin %s failed: %v: %s", e.Command, err, errtext.FirstLine(stderr.String()))
 	}
 	var cred struct {
 		Status struct {

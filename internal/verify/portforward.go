@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 )
 
 // ServiceDialer opens a connection to a port of a Service in the cluster. cmd/verify
@@ -72,7 +74,7 @@ func ResolveServiceBackend(ctx context.Context, kube kubernetes.Interface, names
 		for _, p := range svc.Spec.Ports {
 			ports = append(ports, strconv.Itoa(int(p.Port)))
 		}
-		return ServiceBackend{}, fmt.Errorf("Service %s has no port %d (ports: %s): run pulumi up", id, port, orNone(ports))
+		return ServiceBackend{}, fmt.Errorf("Service %s has no port %d (ports: %s): run pulumi up", id, port, errtext.List(ports))
 	}
 	target := svc.Spec.Ports[i].TargetPort
 	if len(svc.Spec.Selector) == 0 {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/errtext"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -36,7 +37,7 @@ func ListKcpShards(ctx context.Context, cfg *rest.Config) ([]KcpShard, error) {
 	root := rest.CopyConfig(cfg)
 	u, err := url.Parse(root.Host)
 	if err != nil {
-		return nil, fmt.Errorf("server %q: %v", redactURL(root.Host), err)
+		return nil, fmt.Errorf("server %q: %v", errtext.URL(root.Host), err)
 	}
 	u.Path = RootWorkspacePath
 	root.Host = u.String()
@@ -86,7 +87,7 @@ func VerifyShards(cfg *config.Config, shards []KcpShard) []Result {
 		i := slices.IndexFunc(shards, func(s KcpShard) bool { return s.Name == name })
 		if i < 0 {
 			out = append(out, fail(CheckShards, item, "not registered in kcp's root workspace (registered: %s); a shard registers itself when it starts: look at %s",
-				orNone(registered), logs))
+				errtext.List(registered), logs))
 			continue
 		}
 		got := shards[i]
