@@ -77,9 +77,18 @@ func (h *harness) run(args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// Each check's time limit in the tests: a check that should pass gets long enough for a
+// loaded machine (it returns as soon as it passes; 1 s failed a healthy check while a
+// cold build ran beside it); a run in which checks should fail gets a shorter one, since
+// a failing check retries until its limit.
+const (
+	passTimeout = "30s"
+	failTimeout = "5s"
+)
+
 func (h *harness) fullArgs(extra ...string) []string {
 	return append([]string{
-		"-stack", "kind", "-timeout", "1s", "-interval", "20ms",
+		"-stack", "kind", "-timeout", passTimeout, "-interval", "20ms",
 		"-ingress-address", h.edgeAddr, "-ca-file", h.caFile,
 	}, extra...)
 }
@@ -127,7 +136,7 @@ func TestVerifyExitsOneWhenACheckFails(t *testing.T) {
 	edge := verifytest.HealthyEdge()
 	edge.ShardAPIStatus = http.StatusUnauthorized
 	h := newHarness(t, edge)
-	code, stdout, _ := h.run(h.fullArgs()...)
+	code, stdout, _ := h.run(h.fullArgs("-timeout", failTimeout)...)
 	t.Log("\n" + stdout)
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1\n%s", code, stdout)
@@ -248,7 +257,7 @@ func TestVerifyKindIngressDefaults(t *testing.T) {
 		return o
 	}
 	var out, errOut bytes.Buffer
-	code := run(context.Background(), []string{"-stack", "kind", "-timeout", "1s", "-interval", "20ms", "-checks", "ingress,hub-kubeconfig"}, &out, &errOut, d)
+	code := run(context.Background(), []string{"-stack", "kind", "-timeout", passTimeout, "-interval", "20ms", "-checks", "ingress,hub-kubeconfig"}, &out, &errOut, d)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
@@ -257,7 +266,7 @@ func TestVerifyKindIngressDefaults(t *testing.T) {
 	}
 
 	// Explicit flags win.
-	code = run(context.Background(), []string{"-stack", "kind", "-checks", "ingress", "-timeout", "1s", "-ingress-address", h.edgeAddr, "-ca-file", h.caFile}, &out, &errOut, d)
+	code = run(context.Background(), []string{"-stack", "kind", "-checks", "ingress", "-timeout", passTimeout, "-ingress-address", h.edgeAddr, "-ca-file", h.caFile}, &out, &errOut, d)
 	if code != exitOK || got.Address != h.edgeAddr || got.CAFile != h.caFile || got.ExtraRootsPEM != nil {
 		t.Errorf("exit %d, HTTP options %+v", code, got)
 	}
@@ -311,7 +320,7 @@ func TestVerifySkipReportsSkippedChecksWithTheReason(t *testing.T) {
 // and fail the run when kcp answers wrong.
 func TestVerifyAsksKcpThroughTheServiceDialer(t *testing.T) {
 	h := newHarness(t, verifytest.HealthyEdge())
-	code, stdout, stderr := h.run("-stack", "kind", "-timeout", "1s", "-interval", "20ms", "-checks", "anonymous,hub-credential,shards")
+	code, stdout, stderr := h.run("-stack", "kind", "-timeout", passTimeout, "-interval", "20ms", "-checks", "anonymous,hub-credential,shards")
 	if code != exitOK || !strings.Contains(stdout, "PASSED: 7 passed, 0 warning(s), 0 failed") {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
@@ -326,7 +335,7 @@ func TestVerifyAsksKcpThroughTheServiceDialer(t *testing.T) {
 	b := verifytest.HealthyKcp(cfg)
 	b.FrontAPIStatus = http.StatusOK
 	h.kcp = verifytest.NewKcp(t, cfg, h.cluster.PKI, b)
-	code, stdout, _ = h.run("-stack", "kind", "-timeout", "1s", "-interval", "20ms", "-checks", "anonymous")
+	code, stdout, _ = h.run("-stack", "kind", "-timeout", failTimeout, "-interval", "20ms", "-checks", "anonymous")
 	if code != exitFailed || !strings.Contains(stdout, "✗ anonymous      Service kcp-system/kcp-frontproxy GET /api: answered 200, want 401") {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
