@@ -10,21 +10,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
 
 	"github.com/railgrid/railgrid-kcp/internal/verify"
+	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 var kcpSelector = map[string]string{"app.kubernetes.io/component": "shard", "app.kubernetes.io/instance": "alpha"}
@@ -137,68 +134,6 @@ func TestResolveServiceBackendSaysWhyThereIsNoBackend(t *testing.T) {
 	}
 }
 
-// fakePortForwardServer is an API server that serves only pods/portforward the way the
-// kubelet answers it (SPDY, protocol portforward.k8s.io, an error and a data stream per
-// request): it connects the data stream to targets["<namespace>/<pod>:<port>"] and,
-// when that fails, writes the reason on the error stream.
-func fakePortForwardServer(t *testing.T, targets map[string]string) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var ns, pod string
-		if _, err := fmt.Sscanf(strings.ReplaceAll(r.URL.Path, "/", " "), " api v1 namespaces %s pods %s portforward", &ns, &pod); err != nil || r.Method != http.MethodPost {
-			http.NotFound(w, r)
-			return
-		}
-		if _, err := httpstream.Handshake(r, w, []string{portforward.PortForwardProtocolV1Name}); err != nil {
-			return
-		}
-		type newStream struct {
-			stream httpstream.Stream
-			reply  <-chan struct{}
-		}
-		streams := make(chan newStream, 2)
-		conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, reply <-chan struct{}) error {
-			streams <- newStream{s, reply}
-			return nil
-		})
-		if conn == nil {
-			return
-		}
-		defer conn.Close()
-		var errorStream, dataStream httpstream.Stream
-		for errorStream == nil || dataStream == nil {
-			select {
-			case s := <-streams:
-				<-s.reply
-				if s.stream.Headers().Get(corev1.StreamType) == corev1.StreamTypeError {
-					errorStream = s.stream
-				} else {
-					dataStream = s.stream
-				}
-			case <-conn.CloseChan():
-				return
-			}
-		}
-		defer errorStream.Close()
-		defer dataStream.Close()
-		key := fmt.Sprintf("%s/%s:%s", ns, pod, dataStream.Headers().Get(corev1.PortHeader))
-		target, err := net.Dial("tcp", targets[key])
-		if err != nil {
-			_, _ = fmt.Fprintf(errorStream, "error forwarding port to pod %s: %v", key, err)
-			return
-		}
-		defer target.Close()
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = io.Copy(target, dataStream) }()
-		_, _ = io.Copy(dataStream, target)
-		_ = target.Close()
-		wg.Wait()
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 // The dialer reaches a Service through the API server's port-forward: the pod and port
 // ResolveServiceBackend picks, one HTTPS request answered by the server behind it.
 func TestPortForwardDialerReachesTheServiceThroughTheAPIServer(t *testing.T) {
@@ -207,7 +142,8 @@ func TestPortForwardDialerReachesTheServiceThroughTheAPIServer(t *testing.T) {
 		_, _ = fmt.Fprintf(w, "kcp at %s", r.URL.Path)
 	}))
 	t.Cleanup(backend.Close)
-	api := fakePortForwardServer(t, map[string]string{"kcp-system/alpha-shard-kcp-c:6444": backend.Listener.Addr().String()})
+	api := verifytest.NewKubelet(t)
+	api.Route("kcp-system", "alpha-shard-kcp-c", 6444, backend.Listener.Addr().String())
 	kube := kubefake.NewClientset(ownedService(intstr.FromString("https-vw")),
 		kcpPod("alpha-shard-kcp-b", kcpSelector, pending), kcpPod("alpha-shard-kcp-c", kcpSelector, ready))
 	d := &verify.PortForwardDialer{Kube: kube, Config: &rest.Config{Host: api.URL}}
@@ -241,7 +177,8 @@ func TestPortForwardDialerReportsTheKubeletsError(t *testing.T) {
 	}
 	addr := closed.Addr().String()
 	_ = closed.Close()
-	api := fakePortForwardServer(t, map[string]string{"kcp-system/alpha-shard-kcp-c:6443": addr})
+	api := verifytest.NewKubelet(t)
+	api.Route("kcp-system", "alpha-shard-kcp-c", 6443, addr)
 	d := &verify.PortForwardDialer{Config: &rest.Config{Host: api.URL}}
 	conn, err := d.DialPod(context.Background(), "kcp-system", "alpha-shard-kcp-c", 6443)
 	if err != nil {

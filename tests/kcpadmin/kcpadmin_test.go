@@ -32,6 +32,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/kcpadmin"
+	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
@@ -46,7 +47,7 @@ type harness struct {
 	pki     *kcpPKI
 	cfg     *config.Config
 	kube    *kubefake.Clientset
-	kubelet *fakeKubelet
+	kubelet *verifytest.Kubelet
 	proxy   *fakeFrontProxy
 	log     *syncBuffer
 }
@@ -55,14 +56,14 @@ type harness struct {
 // advertised picks from the PKI, and whose operator Secret holds the admin kubeconfig.
 func newHarness(t *testing.T, advertised func(*kcpPKI) []*testenv.CA) *harness {
 	t.Helper()
-	h := &harness{pki: newKcpPKI(t), cfg: kindConfig(t), kubelet: newFakeKubelet(t), log: &syncBuffer{}}
+	h := &harness{pki: newKcpPKI(t), cfg: kindConfig(t), kubelet: verifytest.NewKubelet(t), log: &syncBuffer{}}
 	var cas []*testenv.CA
 	if advertised != nil {
 		cas = advertised(h.pki)
 	}
 	h.proxy = newFakeFrontProxy(t, h.pki, cas...)
 	h.kube = newCluster(frontProxyPod(podA, true), operatorSecret(h.cfg, operatorKubeconfig(t, h.pki)))
-	h.kubelet.route(podA, naming.KcpPort, h.proxy.Listener.Addr().String())
+	h.kubelet.Route(naming.NamespaceKcp, podA, naming.KcpPort, h.proxy.Listener.Addr().String())
 	return h
 }
 
@@ -330,10 +331,10 @@ func TestTheForwardMovesToTheNewPodWhenTheFrontProxyIsReplaced(t *testing.T) {
 			if _, err := h.kube.CoreV1().Pods(naming.NamespaceKcp).Create(ctx, frontProxyPod(podB, true), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			h.kubelet.route(podB, naming.KcpPort, h.proxy.Listener.Addr().String())
+			h.kubelet.Route(naming.NamespaceKcp, podB, naming.KcpPort, h.proxy.Listener.Addr().String())
 			if c.kubeletEndsTheForward {
-				h.kubelet.route(podA, naming.KcpPort, "") // the old pod answers nothing any more
-				h.kubelet.dropPod(podA)
+				h.kubelet.Route(naming.NamespaceKcp, podA, naming.KcpPort, "") // the old pod answers nothing any more
+				h.kubelet.DropPod(podA)
 			} else {
 				waitForPod(t, h, s, podB) // no request meanwhile: only the pod check can move it
 			}
@@ -342,7 +343,7 @@ func TestTheForwardMovesToTheNewPodWhenTheFrontProxyIsReplaced(t *testing.T) {
 			if s.Pod() != podB {
 				t.Errorf("the forward leads to %q, want the new pod %q", s.Pod(), podB)
 			}
-			if asked := h.kubelet.askedPods(); asked[len(asked)-1] != podB {
+			if asked := h.kubelet.AskedPods(); asked[len(asked)-1] != podB {
 				t.Errorf("port-forwards asked for %v, want the last for %s", asked, podB)
 			}
 			log := h.log.String()
@@ -376,7 +377,7 @@ func TestTheForwardLeavesAPodThatIsNoLongerReady(t *testing.T) {
 	if _, err := h.kube.CoreV1().Pods(naming.NamespaceKcp).Create(context.Background(), frontProxyPod(podB, true), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h.kubelet.route(podB, naming.KcpPort, h.proxy.Listener.Addr().String())
+	h.kubelet.Route(naming.NamespaceKcp, podB, naming.KcpPort, h.proxy.Listener.Addr().String())
 	s := h.run(t, h.options(t))
 	if s.Pod() != podA {
 		t.Fatalf("the forward starts at %q, want %q (the first Ready pod by name)", s.Pod(), podA)
@@ -451,8 +452,8 @@ func TestRunRefusesAKubeconfigInsideTheCheckout(t *testing.T) {
 	if _, err := os.Stat(filepath.Dir(o.Output)); !os.IsNotExist(err) {
 		t.Errorf("something was created in the checkout: %v", err)
 	}
-	if len(h.kube.Actions()) != 0 || len(h.kubelet.askedPods()) != 0 {
-		t.Errorf("the cluster was asked before the refusal: %d API calls, port-forwards %v", len(h.kube.Actions()), h.kubelet.askedPods())
+	if len(h.kube.Actions()) != 0 || len(h.kubelet.AskedPods()) != 0 {
+		t.Errorf("the cluster was asked before the refusal: %d API calls, port-forwards %v", len(h.kube.Actions()), h.kubelet.AskedPods())
 	}
 }
 
@@ -487,8 +488,8 @@ func TestRunRefusesAnExpiredCredential(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "expired at "+expiry.UTC().Format(time.RFC3339)) || !strings.Contains(err.Error(), "hub.remintGeneration") {
 		t.Fatalf("Run: %v, want the expiry and the re-mint procedure", err)
 	}
-	if len(h.kubelet.askedPods()) != 0 {
-		t.Errorf("a forward was started: %v", h.kubelet.askedPods())
+	if len(h.kubelet.AskedPods()) != 0 {
+		t.Errorf("a forward was started: %v", h.kubelet.AskedPods())
 	}
 }
 
