@@ -2,17 +2,11 @@ package providerprobe_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
+	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 // Names of the fake kcp: the front proxy the hub kubeconfig names, and two shards'
@@ -38,74 +31,25 @@ const (
 	alphaHost = "alpha.kcp.test"
 )
 
-// ca is a test certificate authority.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial int64 = 1
-
-func newCA(t *testing.T, name string) *ca {
+// newCA is a test certificate authority (testpki).
+func newCA(t *testing.T, name string) *testpki.CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := testpki.NewCA(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial++
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	return c
 }
 
-func (c *ca) issue(t *testing.T, tmpl *x509.Certificate) (certPEM, keyPEM []byte) {
+// clientCert is a client certificate of c for user in groups, as the operator issues
+// the hub's.
+func clientCert(t *testing.T, c *testpki.CA, user string, groups ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	cert, err := c.ClientCert(user, groups)
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial++
-	tmpl.SerialNumber = big.NewInt(serial)
-	tmpl.NotBefore, tmpl.NotAfter = c.cert.NotBefore, c.cert.NotAfter
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-}
-
-// clientCert is a client certificate for user in groups, as the operator issues the hub's.
-func (c *ca) clientCert(t *testing.T, user string, groups ...string) (certPEM, keyPEM []byte) {
-	return c.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: user, Organization: groups}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
-}
-
-// kubeconfig is the hub's kubeconfig as the operator writes it.
-func kubeconfig(t *testing.T, server string, caPEM, certPEM, keyPEM []byte) []byte {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	kc.AuthInfos["kcp-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: keyPEM}
-	kc.Contexts["default"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "kcp-admin"}
-	kc.CurrentContext = "default"
-	out, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return cert.CertPEM, cert.KeyPEM
 }
 
 // request is what the fake kcp saw of one request.
@@ -119,8 +63,8 @@ type request struct {
 // does (CN the user, O the groups). handle answers what the test scripts.
 type fakeKcp struct {
 	srv      *httptest.Server
-	serverCA *ca
-	clientCA *ca
+	serverCA *testpki.CA
+	clientCA *testpki.CA
 
 	mu       sync.Mutex
 	requests []request
@@ -129,16 +73,16 @@ type fakeKcp struct {
 func newFakeKcp(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, user string, groups []string)) *fakeKcp {
 	t.Helper()
 	k := &fakeKcp{serverCA: newCA(t, "root-server-ca"), clientCA: newCA(t, "root-client-ca")}
-	certPEM, keyPEM := k.serverCA.issue(t, &x509.Certificate{
-		Subject: pkix.Name{CommonName: "kcp"}, DNSNames: []string{frontHost, rootHost, alphaHost},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	serving, err := k.serverCA.ServerCert([]string{frontHost, rootHost, alphaHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := serving.TLS()
 	if err != nil {
 		t.Fatal(err)
 	}
 	clients := x509.NewCertPool()
-	clients.AddCert(k.clientCA.cert)
+	clients.AddCert(k.clientCA.Cert)
 	k.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// As kcp's x509 authenticator: a certificate of another CA is no user (401),
 		// not a failed handshake.
@@ -179,10 +123,10 @@ func (k *fakeKcp) seen() []request {
 
 // client is the probe's client with the hub credential issued by clientCA and the
 // trust given.
-func (k *fakeKcp) client(t *testing.T, clientCA *ca, trust providerprobe.Trust, user string, groups ...string) *providerprobe.Client {
+func (k *fakeKcp) client(t *testing.T, clientCA *testpki.CA, trust providerprobe.Trust, user string, groups ...string) *providerprobe.Client {
 	t.Helper()
-	certPEM, keyPEM := clientCA.clientCert(t, user, groups...)
-	cred, err := providerprobe.LoadCredential(kubeconfig(t, frontURL+"/clusters/root", k.serverCA.pem, certPEM, keyPEM))
+	certPEM, keyPEM := clientCert(t, clientCA, user, groups...)
+	cred, err := providerprobe.LoadCredential(verifytest.Kubeconfig(t, frontURL+"/clusters/root", k.serverCA.PEM, certPEM, keyPEM))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
+	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 func options(client *providerprobe.Client, out *bytes.Buffer, steps ...string) providerprobe.Options {
@@ -66,7 +68,7 @@ func TestHubIdentityAsksTheFrontProxyAndEveryShardByName(t *testing.T) {
 		}
 	})
 	var out bytes.Buffer
-	o := options(k.client(t, k.clientCA, providerprobe.Trust{CAPEM: k.serverCA.pem}, "kcp-admin", "system:kcp:admin"), &out, providerprobe.StepHubIdentity)
+	o := options(k.client(t, k.clientCA, providerprobe.Trust{CAPEM: k.serverCA.PEM}, "kcp-admin", "system:kcp:admin"), &out, providerprobe.StepHubIdentity)
 	lines := runProbe(t, o, &out)
 	if len(lines) != 3 || o.Report.Failed() {
 		t.Fatalf("lines %+v", lines)
@@ -100,7 +102,7 @@ func TestHubIdentityFailsForAnotherUserOrGroup(t *testing.T) {
 		selfSubjectReview(w, r, user, groups)
 	})
 	var out bytes.Buffer
-	o := options(k.client(t, k.clientCA, providerprobe.Trust{CAPEM: k.serverCA.pem}, "someone", "system:masters"), &out, providerprobe.StepHubIdentity)
+	o := options(k.client(t, k.clientCA, providerprobe.Trust{CAPEM: k.serverCA.PEM}, "someone", "system:masters"), &out, providerprobe.StepHubIdentity)
 	l := line(t, runProbe(t, o, &out), "shard alpha")
 	if l.Result != providerprobe.Fail || !strings.Contains(l.Error, `want user "kcp-admin"; want group system:kcp:admin`) ||
 		l.Identity != `user "someone" in groups [system:masters, system:authenticated]` {
@@ -118,13 +120,13 @@ func TestRequestsFailWithoutTheRightTrustOrCredential(t *testing.T) {
 	})
 	other := newCA(t, "another-ca")
 	cases := map[string]struct {
-		clientCA *ca
+		clientCA *testpki.CA
 		trust    providerprobe.Trust
 		want     string
 	}{
 		"system roots":              {k.clientCA, providerprobe.Trust{System: true}, "x509: certificate signed by unknown authority"},
-		"another server CA":         {k.clientCA, providerprobe.Trust{CAPEM: other.pem}, "x509: certificate signed by unknown authority"},
-		"client cert of another CA": {other, providerprobe.Trust{CAPEM: k.serverCA.pem}, "Unauthorized"},
+		"another server CA":         {k.clientCA, providerprobe.Trust{CAPEM: other.PEM}, "x509: certificate signed by unknown authority"},
+		"client cert of another CA": {other, providerprobe.Trust{CAPEM: k.serverCA.PEM}, "Unauthorized"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -172,7 +174,7 @@ func TestProviderPathReportsEveryCheckAndDeletesWhatItMade(t *testing.T) {
 		}
 	})
 	var out bytes.Buffer
-	o := options(k.client(t, k.clientCA, providerprobe.Trust{CAPEM: k.serverCA.pem}, "kcp-admin", "system:kcp:admin"), &out, providerprobe.StepProviderPath)
+	o := options(k.client(t, k.clientCA, providerprobe.Trust{CAPEM: k.serverCA.PEM}, "kcp-admin", "system:kcp:admin"), &out, providerprobe.StepProviderPath)
 	lines := runProbe(t, o, &out)
 	var checks []string
 	for _, l := range lines {
@@ -215,8 +217,8 @@ func TestProviderPathReportsEveryCheckAndDeletesWhatItMade(t *testing.T) {
 func TestLoadCredentialTakesOnlyTheServerAndTheClientCertificate(t *testing.T) {
 	t.Parallel()
 	c := newCA(t, "root-client-ca")
-	cert, key := c.clientCert(t, "kcp-admin", "system:kcp:admin")
-	good := kubeconfig(t, frontURL+"/clusters/root", c.pem, cert, key)
+	cert, key := clientCert(t, c, "kcp-admin", "system:kcp:admin")
+	good := verifytest.Kubeconfig(t, frontURL+"/clusters/root", c.PEM, cert, key)
 	cred, err := providerprobe.LoadCredential(good)
 	if err != nil {
 		t.Fatal(err)
@@ -266,14 +268,14 @@ func TestLoadCredentialTakesOnlyTheServerAndTheClientCertificate(t *testing.T) {
 func TestClientConfigTrustsOnlyWhatItIsGiven(t *testing.T) {
 	t.Parallel()
 	c := newCA(t, "root-client-ca")
-	cert, key := c.clientCert(t, "kcp-admin")
-	client := &providerprobe.Client{Credential: providerprobe.Credential{CertPEM: cert, KeyPEM: key}, Trust: providerprobe.Trust{CAPEM: c.pem}}
+	cert, key := clientCert(t, c, "kcp-admin")
+	client := &providerprobe.Client{Credential: providerprobe.Credential{CertPEM: cert, KeyPEM: key}, Trust: providerprobe.Trust{CAPEM: c.PEM}}
 	cfg, err := client.Config("https://"+alphaHost+"/services/apiexport/x/y", true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tls := cfg.TLSClientConfig
-	if !bytes.Equal(tls.CAData, c.pem) || tls.CAFile != "" || tls.Insecure || tls.ServerName != "" || !bytes.Equal(tls.CertData, cert) ||
+	if !bytes.Equal(tls.CAData, c.PEM) || tls.CAFile != "" || tls.Insecure || tls.ServerName != "" || !bytes.Equal(tls.CertData, cert) ||
 		cfg.BearerToken != "" || cfg.Username != "" || cfg.Dial != nil || cfg.Host != "https://"+alphaHost+"/services/apiexport/x/y" {
 		t.Errorf("config %+v", cfg)
 	}
