@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/url"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/errtext"
+	"github.com/railgrid/railgrid-kcp/internal/pemcert"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -137,7 +137,7 @@ func ParseCredential(kubeconfig []byte, now time.Time) (*Credential, error) {
 	if _, err := tls.X509KeyPair(user.ClientCertificateData, user.ClientKeyData); err != nil {
 		return nil, fmt.Errorf("client certificate and key are not a usable pair: %s", errtext.FirstLine(err.Error()))
 	}
-	leaf, err := firstCertificate(user.ClientCertificateData)
+	leaf, err := pemcert.Leaf(user.ClientCertificateData)
 	if err != nil {
 		return nil, fmt.Errorf("client certificate: %w", err)
 	}
@@ -161,18 +161,4 @@ func ParseCredential(kubeconfig []byte, now time.Time) (*Credential, error) {
 // Describe names the client certificate without anything secret: subject and issuer.
 func (c *Credential) Describe() string {
 	return fmt.Sprintf("client certificate %s issued by %s", c.Leaf.Subject, c.Leaf.Issuer)
-}
-
-// firstCertificate parses the first CERTIFICATE block of a PEM bundle.
-func firstCertificate(data []byte) (*x509.Certificate, error) {
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, errors.New("no PEM CERTIFICATE block")
-		}
-		if block.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(block.Bytes)
-		}
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/railgrid/railgrid-kcp/internal/errtext"
+	"github.com/railgrid/railgrid-kcp/internal/pemcert"
 )
 
 // Credential is what the probe takes from the hub's kubeconfig: the front proxy's URL
@@ -81,7 +82,7 @@ func LoadCredential(kubeconfig []byte) (Credential, error) {
 	if _, err := HTTPSURL(cluster.Server, false); err != nil {
 		return Credential{}, fmt.Errorf("the cluster's server: %v", err)
 	}
-	cert, err := leafCertificate(user.ClientCertificateData)
+	cert, err := pemcert.Leaf(user.ClientCertificateData)
 	if err != nil {
 		return Credential{}, fmt.Errorf("client certificate: %v", err)
 	}
@@ -208,19 +209,4 @@ func ReadCABundle(data []byte) error {
 		return errors.New("holds no PEM certificate")
 	}
 	return nil
-}
-
-// leafCertificate parses the first certificate of a PEM bundle.
-func leafCertificate(data []byte) (*x509.Certificate, error) {
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, errors.New("no PEM CERTIFICATE block")
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		return x509.ParseCertificate(block.Bytes)
-	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/railgrid/railgrid-kcp/internal/errtext"
+	"github.com/railgrid/railgrid-kcp/internal/pemcert"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -120,7 +121,7 @@ func VerifyHubCredential(ctx context.Context, kubeconfig []byte, dial DialFunc) 
 	}
 	item = "SelfSubjectReview at " + errtext.URL(cfg.Host)
 	subject := "client certificate (unparsable)"
-	if cert, err := leafCertificate(cfg.TLSClientConfig.CertData); err == nil {
+	if cert, err := pemcert.Leaf(cfg.TLSClientConfig.CertData); err == nil {
 		subject = fmt.Sprintf("client certificate %s issued by %s", cert.Subject, cert.Issuer)
 	}
 	logs := fmt.Sprintf("kubectl -n %s logs deploy/%s", naming.NamespaceKcp, naming.FrontProxyDeployment(naming.FrontProxyName))

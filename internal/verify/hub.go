@@ -2,8 +2,6 @@ package verify
 
 import (
 	"context"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"math"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/errtext"
+	"github.com/railgrid/railgrid-kcp/internal/pemcert"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -75,7 +74,7 @@ func checkHubKubeconfig(ctx context.Context, o *Options) []Result {
 	case len(user.ClientCertificateData) == 0:
 		problems = append(problems, "user has no inline client certificate (client-certificate-data)")
 	default:
-		cert, err := leafCertificate(user.ClientCertificateData)
+		cert, err := pemcert.Leaf(user.ClientCertificateData)
 		if err != nil {
 			problems = append(problems, "client certificate: "+err.Error())
 			break
@@ -141,25 +140,6 @@ func currentContext(kc *clientcmdapi.Config) (string, *clientcmdapi.Context) {
 		}
 	}
 	return "", nil
-}
-
-// leafCertificate parses the first certificate of a PEM bundle.
-func leafCertificate(data []byte) (*x509.Certificate, error) {
-	for rest := data; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return nil, errors.New("no PEM CERTIFICATE block")
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("cannot parse: %v", err)
-		}
-		return cert, nil
-	}
 }
 
 // HubKubeconfigCA returns the CA certificates (PEM) of the hub kubeconfig's cluster: the
