@@ -76,7 +76,7 @@ func adminFromALaptopInOneCommand(t *testing.T, l *lifecycle) {
 	out := filepath.Join(dir, "kind-kcp-admin.kubeconfig")
 	cmd := exec.CommandContext(l.ctx, bin, "-config", l.stack.cfgFile, "-kubeconfig", l.c.kubeconfig, "-o", out)
 	cmd.Dir = dir
-	var stdout, stderr syncBuffer
+	var stdout, stderr testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -238,24 +238,6 @@ func goBuild(ctx context.Context, root, pkg, out string) (wait func() (string, e
 	}
 }
 
-// syncBuffer is a bytes.Buffer a running command writes to while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fakeGCS is fake-gcs-server, the bucket of the restore step: hack/build-tools.sh
 // fakegcs builds it, or waits for the build .ci/run starts beside the tests (the step
 // comes late in the run), as tests/snapshots finds it.

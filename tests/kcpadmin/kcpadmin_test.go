@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -49,14 +48,14 @@ type harness struct {
 	kube    *kubefake.Clientset
 	kubelet *verifytest.Kubelet
 	proxy   *fakeFrontProxy
-	log     *syncBuffer
+	log     *testenv.SyncBuffer
 }
 
 // newHarness is a cluster whose front proxy (pod podA, Ready) advertises the client CAs
 // advertised picks from the PKI, and whose operator Secret holds the admin kubeconfig.
 func newHarness(t *testing.T, advertised func(*kcpPKI) []*testenv.CA) *harness {
 	t.Helper()
-	h := &harness{pki: newKcpPKI(t), cfg: kindConfig(t), kubelet: verifytest.NewKubelet(t), log: &syncBuffer{}}
+	h := &harness{pki: newKcpPKI(t), cfg: kindConfig(t), kubelet: verifytest.NewKubelet(t), log: &testenv.SyncBuffer{}}
 	var cas []*testenv.CA
 	if advertised != nil {
 		cas = advertised(h.pki)
@@ -83,24 +82,6 @@ func (h *harness) run(t *testing.T, o kcpadmin.Options) *kcpadmin.Session {
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// syncBuffer collects the log, written from the forward's goroutine too.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // whoAmI asks through the kubeconfig file, as kubectl reads and sends it.

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -56,7 +54,7 @@ func ServeChartRepository(t *testing.T, ctx context.Context, helm Helm, ca *CA, 
 			t.Fatalf("packaging a chart for the Helm repository: %v", err)
 		}
 	}
-	logger := log.New(&serverLog{}, "", log.Ltime)
+	logger := log.New(&SyncBuffer{}, "", log.Ltime)
 	files := http.FileServer(http.Dir(served))
 	host := serveTLS(t, "chart repository", ca, logger, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		logger.Printf("%s %s", req.Method, req.URL)
@@ -98,7 +96,7 @@ const chartRegistryPath = "charts"
 func ServeChartRegistry(t *testing.T, ctx context.Context, helm Helm, ca *CA, charts ...string) *ChartRegistry {
 	t.Helper()
 	dir := t.TempDir()
-	logger := log.New(&serverLog{}, "", log.Ltime)
+	logger := log.New(&SyncBuffer{}, "", log.Ltime)
 	host := serveTLS(t, "chart registry", ca, logger, registry.New(registry.Logger(logger)))
 	r := &ChartRegistry{Repository: config.OCIScheme + host + "/" + chartRegistryPath, CAFile: writeCAFile(t, dir, ca)}
 	for _, chart := range charts {
@@ -153,7 +151,7 @@ func ServeKindCharts(t *testing.T, ctx context.Context, helm Helm, dir, crdsDir,
 
 // serveTLS serves handler over https on a free port of 127.0.0.1 with a certificate for
 // 127.0.0.1 issued by ca, until the test ends, and returns the address (host:port).
-// logger, which writes to a serverLog, takes the server's errors (failed TLS handshakes)
+// logger, which writes to a SyncBuffer, takes the server's errors (failed TLS handshakes)
 // beside what the handler logs; the test shows them if it fails.
 func serveTLS(t *testing.T, what string, ca *CA, logger *log.Logger, handler http.Handler) string {
 	t.Helper()
@@ -196,23 +194,4 @@ func writeCAFile(t *testing.T, dir string, ca *CA) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// serverLog collects a server's log lines, written from its goroutines, for the test
-// to show once it has failed (a test's own log cannot be written to after it ends).
-type serverLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *serverLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *serverLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
