@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
@@ -378,7 +380,20 @@ func (l *lifecycle) holdFile(dir, why string, failed bool) ([]byte, error) {
 // that Service's ClusterIP, keeping the name as the TLS server name: the machine routes
 // the Service range to the node, where kube-proxy's rules take it to the pod.
 func (l *lifecycle) kubeconfigFromHost(inCluster []byte) ([]byte, error) {
-	cfg, err := clientcmd.Load(inCluster)
+	return kubeconfigAtClusterIPs(inCluster, func(namespace, service string) (string, error) {
+		s, err := l.c.kube.CoreV1().Services(namespace).Get(l.ctx, service, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return s.Spec.ClusterIP, nil
+	})
+}
+
+// kubeconfigAtClusterIPs rewrites each cluster whose server is a Service's name to the
+// Service's ClusterIP (clusterIP), the name kept as the TLS server name and the rest of
+// the URL (/clusters/root) kept as it was.
+func kubeconfigAtClusterIPs(kubeconfig []byte, clusterIP func(namespace, service string) (string, error)) ([]byte, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -392,16 +407,15 @@ func (l *lifecycle) kubeconfigFromHost(inCluster []byte) ([]byte, error) {
 		if !ok {
 			continue
 		}
-		s, err := l.c.kube.CoreV1().Services(ns).Get(l.ctx, svc, metav1.GetOptions{})
+		ip, err := clusterIP(ns, svc)
 		if err != nil {
 			return nil, fmt.Errorf("Service %s/%s of %s: %w", ns, svc, cluster.Server, err)
 		}
 		if port == "" {
 			port = strconv.Itoa(443)
 		}
-		// The Service's ClusterIP instead of its name; the path (/clusters/root) stays.
 		cluster.TLSServerName = host
-		u.Host = net.JoinHostPort(s.Spec.ClusterIP, port)
+		u.Host = net.JoinHostPort(ip, port)
 		cluster.Server = u.String()
 	}
 	return clientcmd.Write(*cfg)
@@ -479,3 +493,38 @@ func runVerify(t *testing.T, ctx context.Context, e *env, bin string, extra []st
 // verifySkipReason is why the e2e skips cmd/verify's ingress check: it asks the edge's
 // load balancer, and Envoy's proxy pods are simulated (no Envoy binary can be built here).
 const verifySkipReason = "no Envoy proxy runs in the test cluster: its pods are simulated by kwok"
+
+// The hold's host kubeconfig reaches the front proxy's Service at its ClusterIP, with
+// the Service's name as the TLS server name and the server's path kept: without
+// /clusters/root, kubectl from the host got 404 for every request.
+func TestTheHoldKubeconfigFromTheHostKeepsTheServersPath(t *testing.T) {
+	front := "frontproxy-front-proxy." + naming.NamespaceKcp + ".svc." + naming.ClusterDomain
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: "https://" + front + ":6443/clusters/root"}
+	kc.Clusters["elsewhere"] = &clientcmdapi.Cluster{Server: "https://kcp.example.com/clusters/root"}
+	in, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	out, err := kubeconfigAtClusterIPs(in, func(namespace, service string) (string, error) {
+		asked = append(asked, namespace+"/"+service)
+		return "10.96.0.100", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := clientcmd.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := got.Clusters["kcp"]; c.Server != "https://10.96.0.100:6443/clusters/root" || c.TLSServerName != front {
+		t.Errorf("the front proxy's cluster: server %q, TLS server name %q; want https://10.96.0.100:6443/clusters/root and %s", c.Server, c.TLSServerName, front)
+	}
+	if c := got.Clusters["elsewhere"]; c.Server != "https://kcp.example.com/clusters/root" || c.TLSServerName != "" {
+		t.Errorf("a cluster that is no Service was rewritten: %q, %q", c.Server, c.TLSServerName)
+	}
+	if want := []string{naming.NamespaceKcp + "/frontproxy-front-proxy"}; !slices.Equal(asked, want) {
+		t.Errorf("asked for the ClusterIPs of %v, want %v", asked, want)
+	}
+}

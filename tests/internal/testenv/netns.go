@@ -1,10 +1,10 @@
 package testenv
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,34 +51,24 @@ func checkSharedMountPoint(dir string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := readMounts("self")
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	var top []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		// id parent major:minor root mountpoint options optional-fields... - type source super-options
-		if fields := strings.Fields(sc.Text()); len(fields) > 6 && unescapeMount(fields[4]) == real {
-			top = fields
+	// The kernel lists a mount after the one it covers: the last at dir is the top.
+	var top *mount
+	for i := range mounts {
+		if mounts[i].point == real {
+			top = &mounts[i]
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
 	}
 	if top == nil {
 		return fmt.Errorf("%s is not a mount point", dir)
 	}
-	for _, opt := range top[6:] {
-		if opt == "-" {
-			break
-		}
-		if strings.HasPrefix(opt, "shared:") {
-			return nil
-		}
+	if !slices.ContainsFunc(top.propagation, func(p string) bool { return strings.HasPrefix(p, "shared:") }) {
+		return fmt.Errorf("%s is a mount point, but not a shared one (propagation %v)", dir, top.propagation)
 	}
-	return fmt.Errorf("%s is a mount point, but not a shared one (%s)", dir, strings.Join(top, " "))
+	return nil
 }
 
 // isNetns reports whether path is a network namespace's mount (nsfs), not a plain file.

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"maps"
@@ -375,31 +374,20 @@ func (n *Node) ctr(args ...string) ([]byte, error) {
 // whether its root filesystem is mounted read-only: what the runtime enforces, not what
 // the pod spec declares. containerID is a pod status's (containerd://ID).
 func (n *Node) RootFilesystemReadOnly(containerID string) (bool, error) {
-	id := strings.TrimPrefix(containerID, "containerd://")
-	out, err := n.ctr("tasks", "ls")
-	if err != nil {
-		return false, fmt.Errorf("ctr tasks ls: %v %s", err, out)
-	}
-	pid := ""
-	for _, line := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
-			pid = f[1]
-		}
-	}
-	if pid == "" {
-		return false, fmt.Errorf("no running task %s", id)
-	}
-	mounts, err := os.ReadFile(filepath.Join("/proc", pid, "mountinfo"))
+	pid, err := n.ContainerPID(containerID)
 	if err != nil {
 		return false, err
 	}
-	for _, line := range strings.Split(string(mounts), "\n") {
-		// id parent major:minor root mountpoint options ...
-		if f := strings.Fields(line); len(f) > 5 && f[4] == "/" {
-			return slices.Contains(strings.Split(f[5], ","), "ro"), nil
+	mounts, err := readMounts(strconv.Itoa(pid))
+	if err != nil {
+		return false, err
+	}
+	for _, m := range mounts {
+		if m.point == "/" {
+			return slices.Contains(m.options, "ro"), nil
 		}
 	}
-	return false, fmt.Errorf("no root mount in the mount table of process %s", pid)
+	return false, fmt.Errorf("no root mount in the mount table of process %d", pid)
 }
 
 // stop ends the node's containers, then its servers, and removes what they left.
@@ -497,20 +485,14 @@ func (n *Node) removeNetns() {
 
 // mountsUnder lists every mount point under dir, deepest first.
 func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := readMounts("self")
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var points []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 {
-			p := unescapeMount(fields[4])
-			if p == dir || strings.HasPrefix(p, dir+"/") {
-				points = append(points, p)
-			}
+	for _, m := range mounts {
+		if m.point == dir || strings.HasPrefix(m.point, dir+"/") {
+			points = append(points, m.point)
 		}
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
@@ -526,25 +508,6 @@ func unmountAll(points []string) []string {
 		}
 	}
 	return failed
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space, ...).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // freePortsOn returns n distinct free TCP ports on host.
