@@ -146,7 +146,6 @@ func upConvergesInOrder(t *testing.T, l *lifecycle) {
 	if len(copies) == 0 {
 		t.Errorf("no kubeconfig copy of the provider in the CLI's TMPDIR %s: the note on them in docs/gke.md is out of date", s.tmpDir)
 	}
-	l.removeGKEPlan = applyGKEPlanKcpObjects(t, l.ctx, l.c, l.src.root)
 }
 
 // podsRunOnTheRealNode: the stack's releases installed cert-manager, Envoy Gateway and

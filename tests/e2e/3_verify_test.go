@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,20 +31,49 @@ import (
 
 // Stage 3, verify: cmd/verify's checks against running kcp, CoreDNS reading the
 // program's Corefile, the hub's credential used as the hub uses it, and the gke plan's
-// kcp command lines run through the real kcp binaries. With RAILGRID_E2E_HOLD=1 the
-// lifecycle holds the converged stack after this stage (hold).
-var verifySteps = []step{
+// kcp command lines run through the real kcp binaries. Its three lanes only read the
+// stack (each makes and removes its own workspaces, users and pods), so they run side by
+// side: the provider's path, people signing in, and the admin's and the hub's tools.
+// With RAILGRID_E2E_HOLD=1 the lifecycle holds the converged stack after this stage
+// (hold).
+var verifyLanes = [][]step{{
 	{"cmd-verify", cmdVerify, false},
 	{"provider-path-negatives", providerPathNegatives, false},
 	{"shards-reach-their-own-public-urls", shardsReachTheirOwnPublicURLs, false},
-	{"admin-from-a-laptop-in-one-command", adminFromALaptopInOneCommand, false},
+}, {
 	{"kcp-serves-while-the-issuer-is-down", kcpServesWhileTheIssuerIsDown, false},
 	{"dex-runs-as-the-hub-runs-it", dexRunsAsTheHubRunsIt, true},
 	{"users-sign-in-with-kubelogin", usersSignInWithKubelogin, false},
 	{"verify-oidc-user", verifyOIDCUser, false},
+}, {
+	{"admin-from-a-laptop-in-one-command", adminFromALaptopInOneCommand, false},
 	{"coredns-reads-our-corefile", corednsReadsOurCorefile, false},
 	{"hub-credential-works", hubCredentialWorks, false},
 	{"kcp-accepts-the-gke-plans-command-lines", kcpAcceptsTheGKEPlansCommandLines, false},
+}}
+
+// verifyFindings is what a lane's step finds for the later steps of its lane.
+type verifyFindings struct {
+	// verifyStarted is when the first cmd/verify run began; sliceURL is the endpoint-slice
+	// URL on alpha its provider-path followed.
+	verifyStarted time.Time
+	sliceURL      string
+	// dexUp is when the hub's Dex was Ready; aliceToken an ID token of alice's from it,
+	// for cmd/verify's oidc-user.
+	dexUp      time.Time
+	aliceToken string
+	// removeGKEPlan removes the gke plan's kcp objects, which the stage applies when it
+	// begins, so that the operator renders their Deployments while the lanes run.
+	removeGKEPlan func()
+}
+
+// beginVerify applies the gke plan's kcp objects in a namespace of their own, for
+// kcp-accepts-the-gke-plans-command-lines, and removes them when the stage ends.
+func beginVerify(t *testing.T, l *lifecycle) {
+	remove := applyGKEPlanKcpObjects(t, l.ctx, l.c, l.src.root)
+	var once sync.Once
+	l.verify = &verifyFindings{removeGKEPlan: func() { once.Do(remove) }}
+	t.Cleanup(l.verify.removeGKEPlan)
 }
 
 // cmdVerify: cmd/verify passes every check but ingress, which it reports as skipped:
@@ -58,10 +88,10 @@ func cmdVerify(t *testing.T, l *lifecycle) {
 	if err := testenv.WaitFor(l.ctx, 3*time.Minute, nil, func() (bool, error) { return kcpRollout(l.ctx, l.env) == "", nil }); err != nil {
 		t.Logf("kcp-system still rolling out after 3m: %s", kcpRollout(l.ctx, l.env))
 	}
-	l.verifyStarted = time.Now()
+	l.verify.verifyStarted = time.Now()
 	report := runVerify(t, l.ctx, l.env, bin, nil)
-	l.sliceURL = sliceURLFromReport(report)
-	t.Logf("the provider followed the endpoint-slice URL %s", l.sliceURL)
+	l.verify.sliceURL = sliceURLFromReport(report)
+	t.Logf("the provider followed the endpoint-slice URL %s", l.verify.sliceURL)
 }
 
 // adminFromALaptopInOneCommand: cmd/kcpadmin, run as an admin runs it with the
@@ -136,7 +166,7 @@ func adminFromALaptopInOneCommand(t *testing.T, l *lifecycle) {
 // (401), and a pod that trusts only the system roots fails verification. Each runs the
 // provider probe, as cmd/verify's check does, in the hub's namespace, in parallel.
 func providerPathNegatives(t *testing.T, l *lifecycle) {
-	if l.sliceURL == "" {
+	if l.verify.sliceURL == "" {
 		t.Fatal("cmd/verify's provider-path reported no slice URL on alpha")
 	}
 	ctx, hub := l.ctx, l.plan.cfg.Hub
@@ -194,7 +224,7 @@ func providerPathNegatives(t *testing.T, l *lifecycle) {
 	done := make(chan int, len(negatives))
 	for i, n := range negatives {
 		go func() {
-			line, logs, err := runProbeNegative(ctx, l.env, n, l.sliceURL, caMap)
+			line, logs, err := runProbeNegative(ctx, l.env, n, l.verify.sliceURL, caMap)
 			results[i] = outcome{line, logs, err}
 			done <- i
 		}()
@@ -230,7 +260,7 @@ func containsAny(s string, subs []string) bool {
 // resource went through alpha's own public URL), no kcp server logged a failed dial or
 // certificate error for a public shard name since verify began.
 func shardsReachTheirOwnPublicURLs(t *testing.T, l *lifecycle) {
-	if l.verifyStarted.IsZero() {
+	if l.verify.verifyStarted.IsZero() {
 		t.Fatal("cmd/verify did not run")
 	}
 	var hosts []string
@@ -246,7 +276,7 @@ func shardsReachTheirOwnPublicURLs(t *testing.T, l *lifecycle) {
 		if !runsBinary(&p, p.Spec.Containers[0].Name, "/kcp") {
 			continue
 		}
-		lines, err := ownURLFailures(l.ctx, l.c, p.Namespace, p.Name, l.verifyStarted, hosts)
+		lines, err := ownURLFailures(l.ctx, l.c, p.Namespace, p.Name, l.verify.verifyStarted, hosts)
 		if err != nil {
 			t.Errorf("%s: %v", p.Name, err)
 			continue
@@ -259,7 +289,7 @@ func shardsReachTheirOwnPublicURLs(t *testing.T, l *lifecycle) {
 	if checked == 0 {
 		t.Fatal("no kcp server pod in " + naming.NamespaceKcp)
 	}
-	t.Logf("%d kcp servers logged no failed dial or certificate error for %v since %s", checked, hosts, l.verifyStarted.Format(time.TimeOnly))
+	t.Logf("%d kcp servers logged no failed dial or certificate error for %v since %s", checked, hosts, l.verify.verifyStarted.Format(time.TimeOnly))
 }
 
 // corednsReadsOurCorefile: CoreDNS's pod template makes it read the program's Corefile.
@@ -276,10 +306,10 @@ func hubCredentialWorks(t *testing.T, l *lifecycle) {
 // kcpAcceptsTheGKEPlansCommandLines: the gke plan's kcp objects, applied beside the kind
 // stack's after the first up, give command lines that the real kcp binaries accept too.
 func kcpAcceptsTheGKEPlansCommandLines(t *testing.T, l *lifecycle) {
-	if l.removeGKEPlan == nil {
+	if l.verify.removeGKEPlan == nil {
 		t.Skip("the first up did not apply the gke plan's kcp objects")
 	}
-	checkGKEPlanKcpArgs(t, l.ctx, l.c, l.bins, l.removeGKEPlan)
+	checkGKEPlanKcpArgs(t, l.ctx, l.c, l.bins, l.verify.removeGKEPlan)
 }
 
 // envHold=1 holds the converged stack for hands-on use (docs/testing.md, "Hands on a

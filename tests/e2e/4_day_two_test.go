@@ -14,6 +14,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
@@ -29,11 +30,33 @@ var dayTwoSteps = []step{
 	{"second-run-changes-nothing", secondRunChangesNothing, false},
 	{"refresh-finds-nothing", func(t *testing.T, l *lifecycle) { checkRefreshFindsNothing(t, l.ctx, l.stack, "after the first up") }, false},
 	{"kcp-version-bump", kcpVersionBump, false},
-	{"remint-1", func(t *testing.T, l *lifecycle) { remint(t, l.ctx, l.env, 1, &l.creds) }, false},
-	{"remint-2", func(t *testing.T, l *lifecycle) { remint(t, l.ctx, l.env, 2, &l.creds) }, false},
+	{"remint-1", func(t *testing.T, l *lifecycle) { remint(t, l.ctx, l.env, l.remintGeneration(t)+1, &l.creds) }, false},
+	{"remint-2", func(t *testing.T, l *lifecycle) { remint(t, l.ctx, l.env, l.remintGeneration(t)+1, &l.creds) }, false},
 	{"hand-edits-are-detected-and-undone", handEditsAreDetectedAndUndone, false},
 	{"shards", func(t *testing.T, l *lifecycle) { dayTwo(t, l.ctx, l.env) }, false},
 	{"refresh-finds-nothing-after-day-two", func(t *testing.T, l *lifecycle) { checkRefreshFindsNothing(t, l.ctx, l.stack, "after day two") }, false},
+}
+
+// beginDayTwo reads the credential the hub holds now, the one a routine up must not
+// re-issue and the re-mints must replace.
+func beginDayTwo(t *testing.T, l *lifecycle) {
+	gen := l.remintGeneration(t)
+	cred, err := readCredential(l.ctx, l.c, naming.KubeconfigObjectName(gen))
+	if err != nil {
+		t.Fatalf("the operator's kubeconfig Secret of generation %d, which the hub holds: %v", gen, err)
+	}
+	checkHubSecret(t, l.ctx, l.env, l.stack.render(), cred)
+	l.creds = []credential{cred}
+}
+
+// remintGeneration is hub.remintGeneration in the stack's config as it is now.
+func (l *lifecycle) remintGeneration(t *testing.T) int {
+	t.Helper()
+	cfg, err := config.ParseStackFile(l.stack.cfgFile)
+	if err != nil {
+		t.Fatalf("the e2e stack's config: %v", err)
+	}
+	return cfg.Hub.RemintGeneration
 }
 
 // bumpedKcpVersion is what the version-bump step moves versions.kcp to.
@@ -201,7 +224,8 @@ func handEditsAreDetectedAndUndone(t *testing.T, l *lifecycle) {
 // newest credential.
 func checkProviderUsedTheNewestCredential(t *testing.T, l *lifecycle, report verify.Report) {
 	t.Helper()
-	want := fmt.Sprintf("OU=railgrid-kcp-mint-%d", len(l.creds)-1)
+	gen := l.remintGeneration(t)
+	want := fmt.Sprintf("OU=railgrid-kcp-mint-%d", gen)
 	seen := false
 	for _, r := range report.Results {
 		if r.Check == verify.CheckProviderPath && strings.Contains(r.Item, "endpoint-slice") && !strings.Contains(r.Item, "cached") {
@@ -209,7 +233,7 @@ func checkProviderUsedTheNewestCredential(t *testing.T, l *lifecycle, report ver
 			if !strings.Contains(r.Message, want) {
 				t.Errorf("the provider's %s did not present the newest credential (%s): %s", r.Item, want, r.Message)
 			} else {
-				t.Logf("the provider followed the slice URL with the credential of re-mint %d", len(l.creds)-1)
+				t.Logf("the provider followed the slice URL with the credential of re-mint %d", gen)
 			}
 		}
 	}

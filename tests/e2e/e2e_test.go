@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,12 +34,19 @@ var kcpKinds = []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"}
 //	2_first_up_test.go   preview, a refused config, the first up, what it made
 //	3_verify_test.go     cmd/verify and the clients against running kcp; RAILGRID_E2E_HOLD
 //	4_day_two_test.go    a no-op up, a version bump, re-mints, shards added and retired
-//	5_faults_test.go     two ups at once; ups killed with SIGKILL (killed-up, its own cluster)
-//	6_destroy_test.go    destroy keeps the data; an interrupted up after it takes it over
+//	5_faults_test.go     two ups at once, killed pods, the kubelet and containerd restarted
+//	6_restore_test.go    a snapshot of the root shard's etcd restored by the runbook
+//	7_destroy_test.go    destroy keeps the data; an interrupted up after it takes it over
+//	8_killed_up_test.go  ups killed with SIGKILL at four points (its own cluster)
 //
-// The lifecycle runs every stage on one cluster, killed-up aside: it runs on a second
-// cluster afterwards (a machine has one real node, so one after the other). The other files hold
-// what the steps share.
+// Each stage runs alone: `go test -run 'TestKindStackEndToEnd/lifecycle/day-two'` makes
+// the cluster, converges the stack with an up of its own, and runs day two; a stage
+// reads what it needs from the stack and the cluster (the hub Secret, the stack's
+// config), never from an earlier stage. The lifecycle runs its stages on one cluster, in
+// order, and converges the stack again after a stage that failed, so the next stages get
+// theirs. Killed-up runs on a second cluster afterwards: a machine has one real node
+// (its kube-proxy owns the host's KUBE-* chains), so one after the other. The other files
+// hold what the steps share.
 func TestKindStackEndToEnd(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "the e2e test starts a control plane and the Pulumi CLI")
 	if os.Geteuid() != 0 {
@@ -69,11 +77,12 @@ func TestKindStackEndToEnd(t *testing.T) {
 	t.Run("lifecycle", func(t *testing.T) {
 		l := newLifecycle(t, ctx, bins, src)
 		l.runStages(t, []stage{
-			{"first-up", firstUpSteps},
-			{"verify", verifySteps},
-			{"day-two", dayTwoSteps},
-			{"faults", faultSteps},
-			{"destroy", destroySteps},
+			{name: "first-up", needs: stackEmpty, steps: firstUpSteps},
+			{name: "verify", needs: stackConverged, begin: beginVerify, lanes: verifyLanes},
+			{name: "day-two", needs: stackConverged, begin: beginDayTwo, steps: dayTwoSteps},
+			{name: "faults", needs: stackConverged, steps: faultSteps},
+			{name: "restore", needs: stackConverged, steps: restoreSteps},
+			{name: "destroy", needs: stackConverged, steps: destroySteps},
 		})
 	})
 	if ctx.Err() == nil {
@@ -89,33 +98,30 @@ type lifecycle struct {
 	ctx  context.Context
 	bins binaries
 	src  sources
+	// state is what the lifecycle knows of the stack between its stages.
+	state stackState
 	// first is the first preview, which the config step ran.
 	first *previewRun
-	// creds are the hub credentials handed over so far, oldest first.
+	// creds are the hub credentials the current stage has seen, oldest first: the first
+	// up's, or the one the hub held when day two began, and each re-mint's.
 	creds []credential
-	// removeGKEPlan removes the gke plan's kcp objects the first up's steps applied.
-	removeGKEPlan func()
 	// verifyBin waits for cmd/verify's build, which runs beside the cluster's start.
 	verifyBin   func() (string, error)
 	kcpadminBin func() (string, error)
 	// etcdrestoreBin is cmd/etcdrestore, which the restore step runs as the runbook does.
 	etcdrestoreBin func() (string, error)
 	held           bool
-	// verifyStarted is when the first cmd/verify run began; sliceURL is the endpoint-slice
-	// URL on alpha its provider-path followed.
-	verifyStarted time.Time
-	sliceURL      string
-	// dexVersion is the hub's Dex's (its image's tag); dexUp when it was Ready;
-	// aliceToken an ID token of alice's from it, for cmd/verify's oidc-user.
+	// dexVersion is the hub's Dex's (its image's tag).
 	dexVersion string
-	dexUp      time.Time
-	aliceToken string
-	// durable is the object on alpha that the faults must not lose (durableObject).
+	// verify is what the verify stage's lanes found, for their later steps.
+	verify *verifyFindings
+	// durable is the object on alpha that the faults and the restore must not lose
+	// (durableObject).
 	durable *kcpObject
 }
 
 func newLifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) *lifecycle {
-	l := &lifecycle{ctx: ctx, bins: bins, src: src}
+	l := &lifecycle{ctx: ctx, bins: bins, src: src, state: stackEmpty}
 	l.verifyBin = goBuild(ctx, src.root, "./cmd/verify", filepath.Join(t.TempDir(), "verify"))
 	l.kcpadminBin = goBuild(ctx, src.root, "./cmd/kcpadmin", filepath.Join(t.TempDir(), "kcpadmin"))
 	l.etcdrestoreBin = goBuild(ctx, src.root, "./cmd/etcdrestore", filepath.Join(t.TempDir(), "etcdrestore"))
@@ -124,11 +130,6 @@ func newLifecycle(t *testing.T, ctx context.Context, bins binaries, src sources)
 	if l.dexVersion, err = testenv.DexVersion(bins.dex); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if l.removeGKEPlan != nil {
-			l.removeGKEPlan()
-		}
-	})
 	return l
 }
 
@@ -136,41 +137,133 @@ func newLifecycle(t *testing.T, ctx context.Context, bins binaries, src sources)
 type step struct {
 	name string
 	run  func(t *testing.T, l *lifecycle)
-	// required: nothing after it can run when it fails, so the lifecycle stops there.
+	// required: nothing after it in its stage (or lane) can run when it fails.
 	required bool
 }
 
-// stage is a group of steps, one file's worth.
-type stage struct {
-	name  string
-	steps []step
+// stackState is what a stage needs of the stack when it begins, and what the lifecycle
+// knows of it between stages.
+type stackState int
+
+const (
+	// stackUnknown: a stage failed, so the stack may be anywhere between its states.
+	stackUnknown stackState = iota
+	// stackEmpty: the state holds nothing (a fresh cluster, or after destroy).
+	stackEmpty
+	// stackConverged: an up converged and every step since passed.
+	stackConverged
+)
+
+func (s stackState) String() string {
+	return [...]string{"unknown", "empty", "converged"}[s]
 }
 
-// runStages runs the stages in order, each as a subtest with a subtest per step. It
-// stops at the first required step that fails; with RAILGRID_E2E_HOLD=1 it holds the
-// cluster there, or after verify if everything passed (hold).
+// stage is a group of steps, one file's worth. Its steps run in order, or its lanes side
+// by side (the steps of one lane in order): lanes are for steps that only read the
+// stack, so that none changes what another checks.
+type stage struct {
+	name  string
+	needs stackState
+	// begin, if set, runs before the first step: what the stage reads from the stack and
+	// the cluster, or starts for its later steps.
+	begin func(t *testing.T, l *lifecycle)
+	steps []step
+	lanes [][]step
+}
+
+// runStages runs the stages in order, each as a subtest with a subtest per step (a stage
+// that -run filters out does not run). Before a stage it brings the stack to what the
+// stage needs: an up when the stage needs a converged stack and the last stage did not
+// leave one (it failed, or did not run), a destroy when it needs an empty one. Every
+// stage leaves the stack converged when it passes. With RAILGRID_E2E_HOLD=1 it holds the
+// cluster after the first stage that fails, or after verify if everything passed (hold).
 func (l *lifecycle) runStages(t *testing.T, stages []stage) {
 	for _, st := range stages {
-		stopped := ""
-		t.Run(st.name, func(t *testing.T) {
-			for _, s := range st.steps {
-				if l.ctx.Err() != nil {
-					stopped = s.name + ": " + context.Cause(l.ctx).Error()
-					return
-				}
-				if !t.Run(s.name, func(t *testing.T) { s.run(t, l) }) && s.required {
-					stopped = s.name + " failed"
-					return
-				}
-			}
-		})
-		if stopped != "" {
-			t.Logf("the lifecycle stops at %s/%s", st.name, stopped)
-			l.hold(t, "the lifecycle stopped at "+st.name+"/"+stopped)
+		if l.ctx.Err() != nil {
+			t.Logf("the lifecycle stops before %s: %v", st.name, context.Cause(l.ctx))
 			return
 		}
+		ran, prepared := false, true
+		passed := t.Run(st.name, func(t *testing.T) {
+			ran = true
+			if prepared = l.prepare(t, st.name, st.needs); !prepared {
+				return
+			}
+			if st.begin != nil {
+				st.begin(t, l)
+			}
+			if len(st.lanes) == 0 {
+				l.runSteps(t, st.steps)
+				return
+			}
+			var wg sync.WaitGroup
+			for _, lane := range st.lanes {
+				wg.Add(1)
+				go func() { defer wg.Done(); l.runSteps(t, lane) }()
+			}
+			wg.Wait()
+		})
+		if !ran {
+			continue
+		}
+		if !prepared {
+			t.Logf("the lifecycle stops at %s: the stack could not be brought to %s", st.name, st.needs)
+			l.hold(t, "the lifecycle stopped at "+st.name)
+			return
+		}
+		if !passed {
+			l.state = stackUnknown
+			t.Logf("stage %s failed: the next stage converges the stack again before it begins", st.name)
+			l.hold(t, "stage "+st.name+" failed")
+			continue
+		}
+		l.state = stackConverged
 		if st.name == "verify" {
 			l.hold(t, "the first up and verify passed")
 		}
 	}
+}
+
+// runSteps runs steps in order, each as a subtest of t, until one that is required fails.
+func (l *lifecycle) runSteps(t *testing.T, steps []step) {
+	for _, s := range steps {
+		if l.ctx.Err() != nil {
+			t.Errorf("%s not run: %v", s.name, context.Cause(l.ctx))
+			return
+		}
+		if !t.Run(s.name, func(t *testing.T) { s.run(t, l) }) && s.required {
+			t.Errorf("%s failed: the steps after it in %s cannot run", s.name, t.Name())
+			return
+		}
+	}
+}
+
+// prepare brings the stack to what stage needs and says what it did; false if it could
+// not (the stage then fails, naming why).
+func (l *lifecycle) prepare(t *testing.T, stage string, needs stackState) bool {
+	t.Helper()
+	if l.state == needs {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(l.ctx, upTimeout)
+	defer cancel()
+	start := time.Now()
+	switch needs {
+	case stackConverged:
+		res, log, err := l.stack.up(ctx, nil)
+		if err != nil {
+			t.Errorf("%s needs a converged stack (it was %s), and the up to converge it failed: %v\n%s", stage, l.state, err, indent(log.diagnostics()))
+			return false
+		}
+		t.Logf("%s needs a converged stack (it was %s): up converged it in %s: %s", stage, l.state,
+			time.Since(start).Round(time.Second), changeCounts(summaryOf(res.Summary)))
+	case stackEmpty:
+		if _, log, err := l.stack.destroy(ctx); err != nil {
+			t.Errorf("%s needs an empty stack (it was %s), and the destroy failed: %v\n%s", stage, l.state, err, indent(log.diagnostics()))
+			return false
+		}
+		t.Logf("%s needs an empty stack (it was %s): destroyed in %s", stage, l.state, time.Since(start).Round(time.Second))
+	}
+	l.state = needs
+	return true
 }

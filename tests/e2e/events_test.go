@@ -54,6 +54,34 @@ type eventLog struct {
 	events []apitype.EngineEvent
 }
 
+// slowest names the n resource steps that took longest, from the engine's pre event to
+// the step's outputs (whole seconds: the events' resolution), components aside (they
+// span their children): where an up's time went.
+func (l *eventLog) slowest(n int) string {
+	started := map[string]int{}
+	type took struct {
+		urn  string
+		secs int
+	}
+	var steps []took
+	for _, ev := range l.all() {
+		if pre := ev.ResourcePreEvent; pre != nil && pre.Metadata.Provider != "" && pre.Metadata.Op != "same" && pre.Metadata.Op != "read" {
+			started[pre.Metadata.URN] = ev.Timestamp
+		}
+		if out := ev.ResOutputsEvent; out != nil {
+			if at, ok := started[out.Metadata.URN]; ok {
+				steps = append(steps, took{out.Metadata.URN, ev.Timestamp - at})
+			}
+		}
+	}
+	sort.SliceStable(steps, func(i, j int) bool { return steps[i].secs > steps[j].secs })
+	var parts []string
+	for _, s := range steps[:min(n, len(steps))] {
+		parts = append(parts, fmt.Sprintf("%s %ds", shortURN(s.urn), s.secs))
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (l *eventLog) all() []apitype.EngineEvent {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -226,8 +226,12 @@ func (s *e2eStack) preview(ctx context.Context, opts ...optpreview.Option) (auto
 func (s *e2eStack) up(ctx context.Context, onEvent func(apitype.EngineEvent), opts ...optup.Option) (auto.UpResult, *eventLog, error) {
 	log := &eventLog{}
 	ch, wait := log.collect(onEvent)
+	start := time.Now()
 	res, err := s.stack.Up(ctx, append(opts, optup.EventStreams(ch))...)
 	wait()
+	if slow := log.slowest(4); slow != "" {
+		s.t.Logf("up in %s; its slowest steps: %s", time.Since(start).Round(time.Second), slow)
+	}
 	return res, log, err
 }
 

@@ -103,7 +103,7 @@ func dexRunsAsTheHubRunsIt(t *testing.T, l *lifecycle) {
 	if err := l.dex.deploy(l.ctx, l.c, testenv.DexImageRef(l.dexVersion), issuerClusterIP(l.plan)); err != nil {
 		t.Fatalf("Dex: %v\n%s", err, testenv.PodProblems(l.ctx, l.c.kube, dexNamespace))
 	}
-	l.dexUp = time.Now()
+	l.verify.dexUp = time.Now()
 	t.Logf("Dex %s Ready behind %s:443 (%s) in %s", l.dexVersion, issuerClusterIP(l.plan), l.plan.cfg.OIDC.IssuerURL, time.Since(start).Round(100*time.Millisecond))
 }
 
@@ -163,10 +163,10 @@ func usersSignInWithKubelogin(t *testing.T, l *lifecycle) {
 		user, groups, err = client.whoami(ctx, aliceFront)
 		return err == nil, nil
 	}); err != nil {
-		t.Fatalf("alice cannot sign in through the front proxy %s after Dex came up: %v", l.dexUp.Format(time.TimeOnly), err)
+		t.Fatalf("alice cannot sign in through the front proxy %s after Dex came up: %v", l.verify.dexUp.Format(time.TimeOnly), err)
 	}
 	signedIn := time.Now()
-	t.Logf("alice signed in %s after Dex was Ready (first kubectl call %s after)", signedIn.Sub(l.dexUp).Round(100*time.Millisecond), start.Sub(l.dexUp).Round(100*time.Millisecond))
+	t.Logf("alice signed in %s after Dex was Ready (first kubectl call %s after)", signedIn.Sub(l.verify.dexUp).Round(100*time.Millisecond), start.Sub(l.verify.dexUp).Round(100*time.Millisecond))
 	checkIdentity := func(where string, user string, groups []string, wantUser string, wantGroups []string) {
 		t.Helper()
 		missing := slices.DeleteFunc(slices.Clone(wantGroups), func(g string) bool { return slices.Contains(groups, g) })
@@ -187,7 +187,7 @@ func usersSignInWithKubelogin(t *testing.T, l *lifecycle) {
 	}); err != nil {
 		t.Errorf("alice at alpha directly, a minute after Dex was Ready: %v", alphaErr)
 	} else {
-		t.Logf("alice signed in at alpha directly %s after Dex was Ready", time.Since(l.dexUp).Round(100*time.Millisecond))
+		t.Logf("alice signed in at alpha directly %s after Dex was Ready", time.Since(l.verify.dexUp).Round(100*time.Millisecond))
 		checkIdentity("alice at alpha directly ("+alpha+")", user, groups, wantAlice, wantGroups)
 	}
 
@@ -244,7 +244,7 @@ func usersSignInWithKubelogin(t *testing.T, l *lifecycle) {
 	// kcp retries a failed discovery every 10 s, so two periods after Dex is Ready every
 	// server has found the issuer (an attempt that began before may still end in a
 	// failure line), and no server logs a failure after that: one would show within 12 s.
-	settled := l.dexUp.Add(2 * oidcDiscoveryRetry)
+	settled := l.verify.dexUp.Add(2 * oidcDiscoveryRetry)
 	if signedIn.After(settled) {
 		settled = signedIn
 	}
@@ -261,7 +261,7 @@ func usersSignInWithKubelogin(t *testing.T, l *lifecycle) {
 		}
 	}
 	t.Logf("after Dex: no failed discovery of the issuer since %s in %d kcp servers", settled.Format(time.TimeOnly), len(failures))
-	l.aliceToken = grant(hubDexFromHost, l.dex.clientID, l.dex.clientSecret, alice)
+	l.verify.aliceToken = grant(hubDexFromHost, l.dex.clientID, l.dex.clientSecret, alice)
 }
 
 func mustTokenKubeconfig(t *testing.T, server string, ca []byte, token string) []byte {
@@ -317,7 +317,7 @@ func (l *lifecycle) grantSignin(t *testing.T, alice, bob string) {
 
 // verifyOIDCUser: cmd/verify's oidc-user check passes with alice's token.
 func verifyOIDCUser(t *testing.T, l *lifecycle) {
-	if l.aliceToken == "" {
+	if l.verify.aliceToken == "" {
 		t.Fatal("no token of alice's from the sign-in step")
 	}
 	bin, err := l.verifyBin()
@@ -325,7 +325,7 @@ func verifyOIDCUser(t *testing.T, l *lifecycle) {
 		t.Fatal(err)
 	}
 	tokenFile := filepath.Join(t.TempDir(), "alice.token")
-	if err := os.WriteFile(tokenFile, []byte(l.aliceToken), 0o600); err != nil {
+	if err := os.WriteFile(tokenFile, []byte(l.verify.aliceToken), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	runVerify(t, l.ctx, l.env, bin, []string{"-oidc-token-file", tokenFile, "-oidc-workspace", "root:" + signinWorkspace}, verify.CheckOIDCUser)

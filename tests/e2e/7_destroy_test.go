@@ -18,7 +18,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
-// Stage 6, destroy: destroy keeps what holds data and removes the rest; what it kept is
+// Stage 7, destroy: destroy keeps what holds data and removes the rest; what it kept is
 // what a later up takes over, also when that up is interrupted with Ctrl-C.
 var destroySteps = []step{
 	{"destroy-keeps-data", destroyKeepsData, true},
