@@ -7,8 +7,8 @@ import (
 )
 
 // What the components take from the config, derived in this one place: the composition
-// (stack.go) and the platforms hand the results to the components as typed args, so no
-// component reads the config itself.
+// (kcpplatform.go) and the platforms hand the results to the components as typed args,
+// so no component reads the config itself.
 
 // etcdImage is the pinned official etcd image: the members and the jobs that snapshot
 // and restore them run it.

@@ -8,14 +8,14 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 )
 
-// StackName is the name of the top-level component of every stack.
-const StackName = "railgrid-kcp"
+// KcpPlatformName is the name of the top-level component of every stack.
+const KcpPlatformName = "railgrid-kcp"
 
 // Deploy composes the stack from a validated config and exports what operators, the hub
 // and users need next (st.Outputs). main.go, the tests and the tools all call it, so they
 // run exactly what `pulumi up` runs.
-func Deploy(ctx *pulumi.Context, cfg *config.Config) (*Stack, error) {
-	st, err := NewStack(ctx, StackName, &StackArgs{Config: cfg},
+func Deploy(ctx *pulumi.Context, cfg *config.Config) (*KcpPlatform, error) {
+	st, err := NewKcpPlatform(ctx, KcpPlatformName, &KcpPlatformArgs{Config: cfg},
 		pulumi.Transformations([]pulumi.ResourceTransformation{withStableFieldManager}))
 	if err != nil {
 		return nil, err
@@ -28,7 +28,7 @@ func Deploy(ctx *pulumi.Context, cfg *config.Config) (*Stack, error) {
 }
 
 // stackOutputs are the stack's outputs.
-func stackOutputs(cfg *config.Config, st *Stack) pulumi.Map {
+func stackOutputs(cfg *config.Config, st *KcpPlatform) pulumi.Map {
 	shardHosts := pulumi.StringMap{}
 	for _, s := range cfg.Kcp.AllShards() {
 		shardHosts[s.Name] = pulumi.String(s.Hostname)

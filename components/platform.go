@@ -13,8 +13,8 @@ import (
 // Platform is everything that differs between kind and GKE: the cluster connection,
 // what must be installed before kcp, where etcd runs and keeps its data, how shard
 // hostnames resolve inside the cluster, how kcp is exposed, and how etcd is snapshotted.
-// The Stack component picks one implementation once; no kcp component branches on the
-// platform.
+// The KcpPlatform component picks one implementation once; no kcp component branches on
+// the platform.
 type Platform interface {
 	// Provider is the Kubernetes provider of every Kubernetes object in the stack.
 	Provider() pulumi.ProviderResource

@@ -84,11 +84,11 @@ func TestPreviewOfTheShippedKindConfigGetsPastConfigLoading(t *testing.T) {
 	}
 	var stack bool
 	for _, urn := range declared {
-		// The Stack component keeps its first type token (components/stack.go).
+		// The KcpPlatform component's type token (components/kcpplatform.go), unchanged.
 		stack = stack || strings.Contains(urn, "::railgrid:kcp:KcpPlatform::")
 	}
 	if !stack {
-		t.Fatalf("the Stack component was not declared; declared %v", declared)
+		t.Fatalf("the KcpPlatform component was not declared; declared %v", declared)
 	}
 }
 

@@ -12,22 +12,22 @@ import (
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// StackArgs is the validated stack configuration.
-type StackArgs struct {
+// KcpPlatformArgs is the validated stack configuration.
+type KcpPlatformArgs struct {
 	Config *config.Config
 }
 
-// stackTypeToken is the Stack component's Pulumi type token. It keeps the component's
-// first name: the token is in the URN of the component and of every resource below it,
-// so a new one would be a delete and a create of the whole stack in a deployed stack, or
-// aliases carried for good, for a label in the preview's tree.
-const stackTypeToken = "railgrid:kcp:KcpPlatform"
+// kcpPlatformTypeToken is the KcpPlatform component's Pulumi type token, the Go type's
+// name. It must not change: the token is in the URN of the component and of every
+// resource below it, so a new one would be a delete and a create of the whole stack in a
+// deployed stack, or aliases carried for good, for a label in the preview's tree.
+const kcpPlatformTypeToken = "railgrid:kcp:KcpPlatform"
 
-// Stack is the whole stack, the component every other one is declared under: the
+// KcpPlatform is the whole stack, the component every other one is declared under: the
 // platform (kind or GKE), one etcd per shard, the kcp-operator, the root shard, the
 // additional shards, the front proxy, split-horizon DNS, the edge, the hub's kubeconfig
 // and etcd snapshots.
-type Stack struct {
+type KcpPlatform struct {
 	pulumi.ResourceState
 
 	Platform   Platform
@@ -52,11 +52,11 @@ type Stack struct {
 	Outputs pulumi.Map
 }
 
-// NewStack composes the stack. Whatever the platform must read first (the GKE
+// NewKcpPlatform composes the stack. Whatever the platform must read first (the GKE
 // cluster) is read and checked before anything is declared.
-func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.ResourceOption) (*Stack, error) {
+func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opts ...pulumi.ResourceOption) (*KcpPlatform, error) {
 	if args == nil || args.Config == nil {
-		return nil, errors.New("Stack: Config is required")
+		return nil, errors.New("KcpPlatform: Config is required")
 	}
 	cfg := args.Config
 	builder, err := newPlatformBuilder(ctx, cfg)
@@ -70,14 +70,14 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 	if err != nil {
 		return nil, err
 	}
-	st := &Stack{}
-	if err := ctx.RegisterComponentResource(stackTypeToken, name, st, opts...); err != nil {
+	st := &KcpPlatform{}
+	if err := ctx.RegisterComponentResource(kcpPlatformTypeToken, name, st, opts...); err != nil {
 		return nil, err
 	}
 	if st.Platform, err = builder.Declare(ctx, name+"-"+string(cfg.Platform), releaseHooks, pulumi.Parent(st)); err != nil {
 		return nil, err
 	}
-	b := stackBuild{ctx: ctx, name: name, cfg: cfg, platform: st.Platform, access: access, releaseHooks: releaseHooks,
+	b := kcpPlatformBuild{ctx: ctx, name: name, cfg: cfg, platform: st.Platform, access: access, releaseHooks: releaseHooks,
 		// Every Kubernetes object below goes through the platform's provider.
 		child: []pulumi.ResourceOption{pulumi.Parent(st), pulumi.Providers(st.Platform.Provider())}}
 	ns, err := b.namespaces()
@@ -107,11 +107,11 @@ func NewStack(ctx *pulumi.Context, name string, args *StackArgs, opts ...pulumi.
 	return st, nil
 }
 
-// stackBuild is what each step of NewStack declares with: the Stack component's name
-// (every child's name starts with it), the config, the platform, how the resource hooks
-// reach the cluster, the option every Helm release carries, and the options of every
-// child.
-type stackBuild struct {
+// kcpPlatformBuild is what each step of NewKcpPlatform declares with: the KcpPlatform
+// component's name (every child's name starts with it), the config, the platform, how
+// the resource hooks reach the cluster, the option every Helm release carries, and the
+// options of every child.
+type kcpPlatformBuild struct {
 	ctx          *pulumi.Context
 	name         string
 	cfg          *config.Config
@@ -129,7 +129,7 @@ type stackNamespaces struct{ etcd, operator, kcp, hub *corev1.Namespace }
 // hub. Pod Security: the etcd namespace holds only pods of this program, so it enforces
 // the restricted level; kcp-system and kcp-operator run pods of upstream charts and of
 // the operator, which are not ours to change, so they only warn.
-func (b stackBuild) namespaces() (ns stackNamespaces, err error) {
+func (b kcpPlatformBuild) namespaces() (ns stackNamespaces, err error) {
 	if ns.etcd, err = newNamespace(b.ctx, b.name+"-ns-etcd", naming.NamespaceEtcd, true, naming.PodSecurityEnforceLabel, b.child...); err != nil {
 		return ns, err
 	}
@@ -144,7 +144,7 @@ func (b stackBuild) namespaces() (ns stackNamespaces, err error) {
 }
 
 // declareEtcd declares one etcd per shard, the root shard's first.
-func (st *Stack) declareEtcd(b stackBuild, namespace *corev1.Namespace) error {
+func (st *KcpPlatform) declareEtcd(b kcpPlatformBuild, namespace *corev1.Namespace) error {
 	for _, shard := range b.cfg.Kcp.AllShards() {
 		etcd, err := NewEtcdCluster(b.ctx, b.name+"-etcd-"+shard.Name, &EtcdClusterArgs{
 			Shard:      shard.Name,
@@ -163,7 +163,7 @@ func (st *Stack) declareEtcd(b stackBuild, namespace *corev1.Namespace) error {
 }
 
 // etcdOf is the etcd of one shard.
-func (st *Stack) etcdOf(shard string) *EtcdCluster {
+func (st *KcpPlatform) etcdOf(shard string) *EtcdCluster {
 	for _, etcd := range st.Etcd {
 		if etcd.Shard == shard {
 			return etcd
@@ -174,7 +174,7 @@ func (st *Stack) etcdOf(shard string) *EtcdCluster {
 
 // declareKcp declares the operator, then kcp's servers: the root shard, the other
 // shards and the front proxy.
-func (st *Stack) declareKcp(b stackBuild, ns stackNamespaces) error {
+func (st *KcpPlatform) declareKcp(b kcpPlatformBuild, ns stackNamespaces) error {
 	cfg := b.cfg
 	var err error
 	if st.Operator, err = NewKcpOperator(b.ctx, b.name+"-operator", &KcpOperatorArgs{
@@ -239,7 +239,7 @@ func (st *Stack) declareKcp(b stackBuild, ns stackNamespaces) error {
 
 // declareAccess declares how clients reach kcp: split-horizon DNS inside the cluster,
 // the edge from outside, and the hub's kubeconfig.
-func (st *Stack) declareAccess(b stackBuild, hubNamespace *corev1.Namespace) error {
+func (st *KcpPlatform) declareAccess(b kcpPlatformBuild, hubNamespace *corev1.Namespace) error {
 	records, serviceDeps := st.shardRecords(b.cfg)
 	var err error
 	if st.DNS, err = NewSplitHorizonDNS(b.ctx, b.name+"-dns", &SplitHorizonDNSArgs{
@@ -277,7 +277,7 @@ func (st *Stack) declareAccess(b stackBuild, hubNamespace *corev1.Namespace) err
 
 // declareDataKeeping declares what keeps etcd's data: the platform's snapshots, and
 // the report of where each retired shard's volumes are.
-func (st *Stack) declareDataKeeping(b stackBuild) error {
+func (st *KcpPlatform) declareDataKeeping(b kcpPlatformBuild) error {
 	snapshots, err := NewEtcdSnapshots(b.ctx, b.name+"-snapshots", &EtcdSnapshotsArgs{Clusters: st.Etcd, Backend: b.platform.Snapshots()}, b.child...)
 	if err != nil {
 		return err
@@ -298,7 +298,7 @@ func (st *Stack) declareDataKeeping(b stackBuild) error {
 }
 
 // shardRecords are the split-horizon answers: each shard hostname to its owned Service.
-func (st *Stack) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resource) {
+func (st *KcpPlatform) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resource) {
 	records := []HostRecord{{Shard: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, ClusterIP: cfg.Kcp.RootShard.ClusterIP}}
 	deps := []pulumi.Resource{st.RootShard.Service, st.RootShard.Object}
 	for i, s := range cfg.Kcp.Shards {
@@ -311,7 +311,7 @@ func (st *Stack) shardRecords(cfg *config.Config) ([]HostRecord, []pulumi.Resour
 }
 
 // edgeRoutes are the hostnames the edge serves: the front proxy and every shard.
-func (st *Stack) edgeRoutes(cfg *config.Config) []EdgeRoute {
+func (st *KcpPlatform) edgeRoutes(cfg *config.Config) []EdgeRoute {
 	routes := []EdgeRoute{
 		{Name: st.FrontProxy.Name, Hostname: cfg.Kcp.FrontProxy.Hostname, Service: naming.OwnedServiceName(st.FrontProxy.Name), DependsOn: []pulumi.Resource{st.FrontProxy.Service, st.FrontProxy.Object}},
 		{Name: st.RootShard.Name, Hostname: cfg.Kcp.RootShard.Hostname, Service: naming.OwnedServiceName(st.RootShard.Name), DependsOn: []pulumi.Resource{st.RootShard.Service, st.RootShard.Object}},
