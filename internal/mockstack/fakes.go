@@ -13,7 +13,7 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/config/stackconfig"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -157,7 +157,7 @@ func stringInput(m resource.PropertyMap, key string) string {
 // fakeKubeconfig is a kubeconfig as the operator writes it for a frontProxyRef target:
 // the in-cluster front-proxy Service, kcp's server CA and an admin client certificate.
 func fakeKubeconfig(validity time.Duration) ([]byte, error) {
-	ca, err := testpki.NewCA("root-server-ca", testpki.Valid(FakeMintTime, FakeMintTime.Add(10*365*24*time.Hour)))
+	ca, err := pki.NewCA("root-server-ca", pki.Valid(FakeMintTime, FakeMintTime.Add(10*365*24*time.Hour)))
 	if err != nil {
 		return nil, err
 	}

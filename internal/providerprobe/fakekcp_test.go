@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 )
 
 // Names of the fake kcp: the front proxy the hub kubeconfig names, and two shards'
@@ -32,9 +32,9 @@ const (
 )
 
 // newCA is a test certificate authority (testpki).
-func newCA(t *testing.T, name string) *testpki.CA {
+func newCA(t *testing.T, name string) *pki.CA {
 	t.Helper()
-	c, err := testpki.NewCA(name)
+	c, err := pki.NewCA(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func newCA(t *testing.T, name string) *testpki.CA {
 
 // clientCert is a client certificate of c for user in groups, as the operator issues
 // the hub's.
-func clientCert(t *testing.T, c *testpki.CA, user string, groups ...string) (certPEM, keyPEM []byte) {
+func clientCert(t *testing.T, c *pki.CA, user string, groups ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	cert, err := c.ClientCert(user, groups)
 	if err != nil {
@@ -63,8 +63,8 @@ type request struct {
 // does (CN the user, O the groups). handle answers what the test scripts.
 type fakeKcp struct {
 	srv      *httptest.Server
-	serverCA *testpki.CA
-	clientCA *testpki.CA
+	serverCA *pki.CA
+	clientCA *pki.CA
 
 	mu       sync.Mutex
 	requests []request
@@ -123,7 +123,7 @@ func (k *fakeKcp) seen() []request {
 
 // client is the probe's client with the hub credential issued by clientCA and the
 // trust given.
-func (k *fakeKcp) client(t *testing.T, clientCA *testpki.CA, trust providerprobe.Trust, user string, groups ...string) *providerprobe.Client {
+func (k *fakeKcp) client(t *testing.T, clientCA *pki.CA, trust providerprobe.Trust, user string, groups ...string) *providerprobe.Client {
 	t.Helper()
 	certPEM, keyPEM := clientCert(t, clientCA, user, groups...)
 	cred, err := providerprobe.LoadCredential(verifytest.Kubeconfig(t, frontURL+"/clusters/root", k.serverCA.PEM, certPEM, keyPEM))

@@ -14,8 +14,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 )
 
 func options(client *providerprobe.Client, out *bytes.Buffer, steps ...string) providerprobe.Options {
@@ -120,7 +120,7 @@ func TestRequestsFailWithoutTheRightTrustOrCredential(t *testing.T) {
 	})
 	other := newCA(t, "another-ca")
 	cases := map[string]struct {
-		clientCA *testpki.CA
+		clientCA *pki.CA
 		trust    providerprobe.Trust
 		want     string
 	}{

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 // The design document ("Shards and the front proxy"): set the virtual-workspace URL on

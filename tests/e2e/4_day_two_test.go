@@ -14,9 +14,9 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // Stage 4, day two: what an operator does to a running stack. A second run changes

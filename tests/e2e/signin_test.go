@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	testpki "github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // The hub's Dex, as the e2e runs it: a pod on the real node in a namespace of its own,

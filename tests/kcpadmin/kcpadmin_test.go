@@ -31,9 +31,9 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/kcpadmin"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // podA and podB are front-proxy pods; podA sorts first, so it is picked while Ready.

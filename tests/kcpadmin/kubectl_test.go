@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 const envSkipKubectl = "RAILGRID_SKIP_KCPADMIN_KUBECTL"

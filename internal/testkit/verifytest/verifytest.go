@@ -32,7 +32,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -228,13 +228,13 @@ func Kubeconfig(t testing.TB, server string, caPEM, certPEM, keyPEM []byte) []by
 type PKI struct {
 	CA    *x509.Certificate
 	CAPEM []byte
-	ca    *testpki.CA
+	ca    *pki.CA
 }
 
 // NewPKI creates a self-signed CA.
 func NewPKI(t testing.TB) *PKI {
 	t.Helper()
-	ca, err := testpki.NewCA("verify-test-ca", testpki.Valid(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)))
+	ca, err := pki.NewCA("verify-test-ca", pki.Valid(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func (p *PKI) ClientCert(t testing.TB, cn string, notBefore, notAfter time.Time)
 // ClientCertInGroups issues a client certificate for user cn in groups (its O).
 func (p *PKI) ClientCertInGroups(t testing.TB, cn string, groups []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
-	c, err := p.ca.ClientCert(cn, groups, testpki.Valid(notBefore, notAfter))
+	c, err := p.ca.ClientCert(cn, groups, pki.Valid(notBefore, notAfter))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +262,7 @@ func (p *PKI) ClientCertInGroups(t testing.TB, cn string, groups []string, notBe
 // TLS stack checks it against time.Now).
 func (p *PKI) ServerCert(t testing.TB, hosts ...string) tls.Certificate {
 	t.Helper()
-	c, err := p.ca.ServerCert(hosts, testpki.Valid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)))
+	c, err := p.ca.ServerCert(hosts, pki.Valid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)))
 	if err != nil {
 		t.Fatal(err)
 	}

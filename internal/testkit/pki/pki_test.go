@@ -1,4 +1,4 @@
-package testpki
+package pki
 
 import (
 	"crypto/x509"

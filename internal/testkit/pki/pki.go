@@ -8,7 +8,7 @@
 // for a day and a leaf as long as its CA. Expired makes one that has expired, and NotACA
 // a self-signed certificate that is not a CA, for the refusals of a CA file that holds
 // none.
-package testpki
+package pki
 
 import (
 	"crypto/ecdsa"

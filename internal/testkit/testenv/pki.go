@@ -9,7 +9,7 @@ import (
 	"net"
 	"path/filepath"
 
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 // PKI holds the files a test's control plane is started with: a CA, a serving
@@ -29,12 +29,12 @@ type PKI struct {
 	caPool *x509.CertPool
 }
 
-// CA is a certificate authority of a test's own (testpki.CA): its Issue signs a
+// CA is a certificate authority of a test's own (pki.CA): its Issue signs a
 // certificate from a template, valid as long as the CA.
-type CA = testpki.CA
+type CA = pki.CA
 
 // NewCA creates a CA valid from an hour ago for a day.
-func NewCA(commonName string) (*CA, error) { return testpki.NewCA(commonName) }
+func NewCA(commonName string) (*CA, error) { return pki.NewCA(commonName) }
 
 // writePKI creates a CA named after the test, a serving certificate for 127.0.0.1 and
 // the further addresses the API server serves on, a client certificate for calling
@@ -49,7 +49,7 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 		names = append(names, ip.String())
 	}
 	names = append(names, "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
-	serving, err := ca.ServerCert(names, testpki.CommonName("kube-apiserver"))
+	serving, err := ca.ServerCert(names, pki.CommonName("kube-apiserver"))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 		p.KubeletClientKey:  kubeletClient.KeyPEM,
 	}
 	for path, data := range files {
-		if err := testpki.WriteFile(path, data); err != nil {
+		if err := pki.WriteFile(path, data); err != nil {
 			return nil, err
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 // Chart mirrors on loopback, as an air-gapped cluster's users run them (the chart
@@ -155,7 +155,7 @@ func ServeKindCharts(t *testing.T, ctx context.Context, helm Helm, dir, crdsDir,
 // beside what the handler logs; the test shows them if it fails.
 func serveTLS(t *testing.T, what string, ca *CA, logger *log.Logger, handler http.Handler) string {
 	t.Helper()
-	serving, err := ca.ServerCert([]string{Loopback}, testpki.CommonName(what))
+	serving, err := ca.ServerCert([]string{Loopback}, pki.CommonName(what))
 	if err != nil {
 		t.Fatalf("issuing the %s's certificate: %v", what, err)
 	}
