@@ -31,27 +31,6 @@ const (
 	alphaHost = "alpha.kcp.test"
 )
 
-// newCA is a test certificate authority (testpki).
-func newCA(t *testing.T, name string) *pki.CA {
-	t.Helper()
-	c, err := pki.NewCA(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// clientCert is a client certificate of c for user in groups, as the operator issues
-// the hub's.
-func clientCert(t *testing.T, c *pki.CA, user string, groups ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	cert, err := c.ClientCert(user, groups)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert.CertPEM, cert.KeyPEM
-}
-
 // request is what the fake kcp saw of one request.
 type request struct {
 	Method, Host, Path, ServerName, User string
@@ -72,17 +51,9 @@ type fakeKcp struct {
 
 func newFakeKcp(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, user string, groups []string)) *fakeKcp {
 	t.Helper()
-	k := &fakeKcp{serverCA: newCA(t, "root-server-ca"), clientCA: newCA(t, "root-client-ca")}
-	serving, err := k.serverCA.ServerCert([]string{frontHost, rootHost, alphaHost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := serving.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients := x509.NewCertPool()
-	clients.AddCert(k.clientCA.Cert)
+	k := &fakeKcp{serverCA: pki.MustCA(t, "root-server-ca"), clientCA: pki.MustCA(t, "root-client-ca")}
+	pair := k.serverCA.MustServerCert(t, []string{frontHost, rootHost, alphaHost}).MustTLS(t)
+	clients := k.clientCA.Pool()
 	k.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// As kcp's x509 authenticator: a certificate of another CA is no user (401),
 		// not a failed handshake.
@@ -125,8 +96,8 @@ func (k *fakeKcp) seen() []request {
 // trust given.
 func (k *fakeKcp) client(t *testing.T, clientCA *pki.CA, trust providerprobe.Trust, user string, groups ...string) *providerprobe.Client {
 	t.Helper()
-	certPEM, keyPEM := clientCert(t, clientCA, user, groups...)
-	cred, err := providerprobe.LoadCredential(verifytest.Kubeconfig(t, frontURL+"/clusters/root", k.serverCA.PEM, certPEM, keyPEM))
+	c := clientCA.MustClientCert(t, user, groups)
+	cred, err := providerprobe.LoadCredential(verifytest.Kubeconfig(t, frontURL+"/clusters/root", k.serverCA.PEM, c.CertPEM, c.KeyPEM))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ type APIServer struct {
 	Token string
 	// PKI holds the CA and keys the API server runs with; controllers that sign
 	// service-account tokens or publish the root CA need them too.
-	PKI *PKI
+	PKI *ControlPlaneFiles
 	// Process and Etcd are the running servers.
 	Process, Etcd *Process
 
@@ -93,7 +93,7 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 		}
 		extraIPs = append(extraIPs, net.ParseIP(bind), net.IP(svc.Masked().Addr().Next().AsSlice()))
 	}
-	pki, err := writePKI(opts.Dir, opts.Name, extraIPs...)
+	pki, err := writeControlPlaneFiles(opts.Dir, opts.Name, extraIPs...)
 	if err != nil {
 		t.Fatalf("generating certificates: %v", err)
 	}
@@ -194,7 +194,7 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 	})
 
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pki.caPool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig: &tls.Config{RootCAs: pki.ca.Pool(), MinVersion: tls.VersionTLS12},
 	}}
 	defer client.CloseIdleConnections()
 	var last string
