@@ -1,4 +1,5 @@
-// Package verifytest builds the fakes the verify tests run against: a healthy cluster
+// Package verifytest builds the fakes the verify tests (internal/verify, cmd/verify) run
+// against, which tests/kcpadmin and internal/providerprobe use too: a healthy cluster
 // (client-go fake clientset and fake dynamic client), a scripted DNS probe, hub
 // kubeconfigs, a TLS edge that answers like kcp, a fake kcp behind the owned Services
 // (kcp.go), a fake kubelet's port-forward (kubelet.go) and a scripted provider probe
