@@ -85,7 +85,7 @@ SOURCES=(
      go.mod: -dropreplace=github.com/pulumi/pulumi/sdk/v3 -dropreplace=github.com/pulumi/pulumi/pkg/v3
              -require=github.com/pulumi/pulumi/sdk/v3@v3.274.1 -require=github.com/pulumi/pulumi/pkg/v3@v3.274.1 | tidy'
   # The operator's chart 0.7.7 (appVersion v0.8.3), whose templates
-  # tests/internal/testenv/operatorchart.go brings to the pinned 0.7.10
+  # internal/testkit/testenv/operatorchart.go brings to the pinned 0.7.10
   # (config.DefaultOperatorChartVersion).
   'thirdparty/kcp-operator-chart | https://github.com/kcp-dev/helm-charts | ca73c22c899bee36262ac98b82ef1fdf3d12508b | - | charts/kcp-operator | . | - | - | -'
   # kcp main, 2026-08-07, `git describe` v0.32.0-162 (hack/build-tools.sh KCP_VERSION).

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 // The Helm releases of the stacks, by logical name, on each platform.
@@ -143,7 +143,7 @@ func TestOCIChartMirrorIsAccepted(t *testing.T) {
 // writeCACertificate writes a self-signed CA certificate, PEM-encoded, to path.
 func writeCACertificate(t *testing.T, path string) {
 	t.Helper()
-	ca, err := testpki.NewCA("chart mirror test CA")
+	ca, err := pki.NewCA("chart mirror test CA")
 	require.NoError(t, err)
 	require.NoError(t, ca.WriteCA(path))
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	testpki "github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 // issuerPKI holds the issuer CAs of the tests, as PEM text a stack config gives in

@@ -59,13 +59,13 @@ func TestNamingIsALeafPackage(t *testing.T) {
 
 // cmd/verify and cmd/kcpadmin read a stack file and look objects up by their names: they
 // need the config and the names, not the Pulumi SDK, and neither do the fakes verify's
-// checks are tested against (internal/verify/verifytest), which take the names from
+// checks are tested against (internal/testkit/verifytest), which take the names from
 // naming, not from the components. Only config/stackconfig, which loads the config
 // inside a running program, may bring Pulumi into the config. The etcd jobs' steps
 // (components/etcdjobs) are the program's and cmd/etcdrestore's alike, so neither they
 // nor cmd/etcdrestore link Pulumi.
 func TestVerifyDoesNotLinkThePulumiSDK(t *testing.T) {
-	for _, pkg := range []string{"./cmd/verify", "./cmd/kcpadmin", "./internal/verify/verifytest", "./config", "./naming", "./components/etcdjobs", "./cmd/etcdrestore", "./internal/etcdrestore"} {
+	for _, pkg := range []string{"./cmd/verify", "./cmd/kcpadmin", "./internal/testkit/verifytest", "./config", "./naming", "./components/etcdjobs", "./cmd/etcdrestore", "./internal/etcdrestore"} {
 		out := goOutput(t, "..", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pkg)
 		var linked int
 		var importers []string

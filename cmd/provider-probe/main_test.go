@@ -3,41 +3,26 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
-// writeFiles writes a hub kubeconfig (self-signed client certificate) and a CA file.
+// writeFiles writes a hub kubeconfig (a client certificate of a test CA) and that CA's
+// file.
 func writeFiles(t *testing.T, server string) (kubeconfigPath, caPath string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kcp-admin"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	ca := pki.MustCA(t, "kcp-admin-ca")
+	leaf := ca.MustClientCert(t, "kcp-admin", nil)
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: server}
-	kc.AuthInfos["kcp-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: certPEM, ClientKeyData: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}
+	kc.AuthInfos["kcp-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: leaf.CertPEM, ClientKeyData: leaf.KeyPEM}
 	kc.Contexts["default"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "kcp-admin"}
 	kc.CurrentContext = "default"
 	dir := t.TempDir()
@@ -45,7 +30,7 @@ func writeFiles(t *testing.T, server string) (kubeconfigPath, caPath string) {
 	if err := clientcmd.WriteToFile(*kc, kubeconfigPath); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(caPath, certPEM, 0o600); err != nil {
+	if err := ca.WriteCA(caPath); err != nil {
 		t.Fatal(err)
 	}
 	return kubeconfigPath, caPath

@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 // harness runs the command against a fake cluster, a scripted DNS probe, a TLS edge and
@@ -43,9 +43,9 @@ func newHarness(t *testing.T, edge verifytest.EdgeBehaviour) *harness {
 	h := &harness{t: t, dir: dir, stackFile: verifytest.WriteStack(t, dir)}
 	h.cluster = verifytest.NewHealthyCluster(t, cfg)
 	h.dns = verifytest.HealthyDNS(cfg)
-	h.caFile = h.cluster.PKI.WriteCA(t, dir)
-	h.edgeAddr = verifytest.NewEdge(t, cfg, h.cluster.PKI, edge).Listener.Addr().String()
-	h.kcp = verifytest.NewKcp(t, cfg, h.cluster.PKI, verifytest.HealthyKcp(cfg))
+	h.caFile = h.cluster.CA.CAFile(t, dir)
+	h.edgeAddr = verifytest.NewEdge(t, cfg, h.cluster.CA, edge).Listener.Addr().String()
+	h.kcp = verifytest.NewKcp(t, cfg, h.cluster.CA, verifytest.HealthyKcp(cfg))
 	t.Chdir(dir)
 	return h
 }
@@ -261,7 +261,7 @@ func TestVerifyKindIngressDefaults(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
 	}
-	if got.Address != KindIngressAddress || got.CAFile != "" || !bytes.Equal(got.ExtraRootsPEM, h.cluster.PKI.CAPEM) {
+	if got.Address != KindIngressAddress || got.CAFile != "" || !bytes.Equal(got.ExtraRootsPEM, h.cluster.CA.PEM) {
 		t.Errorf("HTTP options %+v", got)
 	}
 
@@ -334,7 +334,7 @@ func TestVerifyAsksKcpThroughTheServiceDialer(t *testing.T) {
 	cfg := verifytest.Config(t)
 	b := verifytest.HealthyKcp(cfg)
 	b.FrontAPIStatus = http.StatusOK
-	h.kcp = verifytest.NewKcp(t, cfg, h.cluster.PKI, b)
+	h.kcp = verifytest.NewKcp(t, cfg, h.cluster.CA, b)
 	code, stdout, _ = h.run("-stack", "kind", "-timeout", failTimeout, "-interval", "20ms", "-checks", "anonymous")
 	if code != exitFailed || !strings.Contains(stdout, "✗ anonymous      Service kcp-system/kcp-frontproxy GET /api: answered 200, want 401") {
 		t.Fatalf("exit %d\n%s", code, stdout)

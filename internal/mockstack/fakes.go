@@ -1,8 +1,6 @@
 package mockstack
 
 import (
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"fmt"
 	"strings"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/config/stackconfig"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -157,16 +154,7 @@ func stringInput(m resource.PropertyMap, key string) string {
 // fakeKubeconfig is a kubeconfig as the operator writes it for a frontProxyRef target:
 // the in-cluster front-proxy Service, kcp's server CA and an admin client certificate.
 func fakeKubeconfig(validity time.Duration) ([]byte, error) {
-	ca, err := testpki.NewCA("root-server-ca", testpki.Valid(FakeMintTime, FakeMintTime.Add(10*365*24*time.Hour)))
-	if err != nil {
-		return nil, err
-	}
-	certPEM, keyPEM, err := ca.Issue(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: naming.KubeconfigUsername, Organization: []string{naming.KubeconfigAdminGroup}, OrganizationalUnit: []string{FakeKubeconfigMarker}},
-		NotBefore:   FakeMintTime,
-		NotAfter:    FakeMintTime.Add(validity),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	certs, err := mintCerts(validity)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +166,7 @@ func fakeKubeconfig(validity time.Duration) ([]byte, error) {
 		"- name: default",
 		"  cluster:",
 		"    server: " + server + "/clusters/root",
-		"    certificate-authority-data: " + base64.StdEncoding.EncodeToString(ca.PEM),
+		"    certificate-authority-data: " + base64.StdEncoding.EncodeToString(certs.caPEM),
 		"contexts:",
 		"- name: default",
 		"  context: {cluster: default, user: default}",
@@ -186,8 +174,8 @@ func fakeKubeconfig(validity time.Duration) ([]byte, error) {
 		"users:",
 		"- name: default",
 		"  user:",
-		"    client-certificate-data: " + base64.StdEncoding.EncodeToString(certPEM),
-		"    client-key-data: " + base64.StdEncoding.EncodeToString(keyPEM),
+		"    client-certificate-data: " + base64.StdEncoding.EncodeToString(certs.certPEM),
+		"    client-key-data: " + base64.StdEncoding.EncodeToString(certs.keyPEM),
 		"",
 	}, "\n")
 	return []byte(kubeconfig), nil

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 func TestLeafIsTheFirstCertificateAfterOtherBlocks(t *testing.T) {
-	ca, err := testpki.NewCA("test-ca")
+	ca, err := pki.NewCA("test-ca")
 	if err != nil {
 		t.Fatal(err)
 	}

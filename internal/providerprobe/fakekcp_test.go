@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 )
 
 // Names of the fake kcp: the front proxy the hub kubeconfig names, and two shards'
@@ -31,27 +31,6 @@ const (
 	alphaHost = "alpha.kcp.test"
 )
 
-// newCA is a test certificate authority (testpki).
-func newCA(t *testing.T, name string) *testpki.CA {
-	t.Helper()
-	c, err := testpki.NewCA(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// clientCert is a client certificate of c for user in groups, as the operator issues
-// the hub's.
-func clientCert(t *testing.T, c *testpki.CA, user string, groups ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	cert, err := c.ClientCert(user, groups)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert.CertPEM, cert.KeyPEM
-}
-
 // request is what the fake kcp saw of one request.
 type request struct {
 	Method, Host, Path, ServerName, User string
@@ -63,8 +42,8 @@ type request struct {
 // does (CN the user, O the groups). handle answers what the test scripts.
 type fakeKcp struct {
 	srv      *httptest.Server
-	serverCA *testpki.CA
-	clientCA *testpki.CA
+	serverCA *pki.CA
+	clientCA *pki.CA
 
 	mu       sync.Mutex
 	requests []request
@@ -72,17 +51,9 @@ type fakeKcp struct {
 
 func newFakeKcp(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, user string, groups []string)) *fakeKcp {
 	t.Helper()
-	k := &fakeKcp{serverCA: newCA(t, "root-server-ca"), clientCA: newCA(t, "root-client-ca")}
-	serving, err := k.serverCA.ServerCert([]string{frontHost, rootHost, alphaHost})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := serving.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients := x509.NewCertPool()
-	clients.AddCert(k.clientCA.Cert)
+	k := &fakeKcp{serverCA: pki.MustCA(t, "root-server-ca"), clientCA: pki.MustCA(t, "root-client-ca")}
+	pair := k.serverCA.MustServerCert(t, []string{frontHost, rootHost, alphaHost}).MustTLS(t)
+	clients := k.clientCA.Pool()
 	k.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// As kcp's x509 authenticator: a certificate of another CA is no user (401),
 		// not a failed handshake.
@@ -123,10 +94,10 @@ func (k *fakeKcp) seen() []request {
 
 // client is the probe's client with the hub credential issued by clientCA and the
 // trust given.
-func (k *fakeKcp) client(t *testing.T, clientCA *testpki.CA, trust providerprobe.Trust, user string, groups ...string) *providerprobe.Client {
+func (k *fakeKcp) client(t *testing.T, clientCA *pki.CA, trust providerprobe.Trust, user string, groups ...string) *providerprobe.Client {
 	t.Helper()
-	certPEM, keyPEM := clientCert(t, clientCA, user, groups...)
-	cred, err := providerprobe.LoadCredential(verifytest.Kubeconfig(t, frontURL+"/clusters/root", k.serverCA.PEM, certPEM, keyPEM))
+	c := clientCA.MustClientCert(t, user, groups)
+	cred, err := providerprobe.LoadCredential(verifytest.Kubeconfig(t, frontURL+"/clusters/root", k.serverCA.PEM, c.CertPEM, c.KeyPEM))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 )
 
 func options(client *providerprobe.Client, out *bytes.Buffer, steps ...string) providerprobe.Options {
@@ -118,9 +118,9 @@ func TestRequestsFailWithoutTheRightTrustOrCredential(t *testing.T) {
 	k := newFakeKcp(t, func(w http.ResponseWriter, r *http.Request, user string, groups []string) {
 		selfSubjectReview(w, r, user, groups)
 	})
-	other := newCA(t, "another-ca")
+	other := pki.MustCA(t, "another-ca")
 	cases := map[string]struct {
-		clientCA *testpki.CA
+		clientCA *pki.CA
 		trust    providerprobe.Trust
 		want     string
 	}{
@@ -216,14 +216,14 @@ func TestProviderPathReportsEveryCheckAndDeletesWhatItMade(t *testing.T) {
 // certificate; anything else it might ask for is refused, not half used.
 func TestLoadCredentialTakesOnlyTheServerAndTheClientCertificate(t *testing.T) {
 	t.Parallel()
-	c := newCA(t, "root-client-ca")
-	cert, key := clientCert(t, c, "kcp-admin", "system:kcp:admin")
-	good := verifytest.Kubeconfig(t, frontURL+"/clusters/root", c.PEM, cert, key)
+	c := pki.MustCA(t, "root-client-ca")
+	leaf := c.MustClientCert(t, "kcp-admin", []string{"system:kcp:admin"})
+	good := verifytest.Kubeconfig(t, frontURL+"/clusters/root", c.PEM, leaf.CertPEM, leaf.KeyPEM)
 	cred, err := providerprobe.LoadCredential(good)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cred.Server != frontURL+"/clusters/root" || !bytes.Equal(cred.CertPEM, cert) || !bytes.Equal(cred.KeyPEM, key) ||
+	if cred.Server != frontURL+"/clusters/root" || !bytes.Equal(cred.CertPEM, leaf.CertPEM) || !bytes.Equal(cred.KeyPEM, leaf.KeyPEM) ||
 		cred.Subject != "client certificate CN=kcp-admin,O=system:kcp:admin issued by CN=root-client-ca" {
 		t.Errorf("credential %+v", cred)
 	}
@@ -267,15 +267,15 @@ func TestLoadCredentialTakesOnlyTheServerAndTheClientCertificate(t *testing.T) {
 // alone), the URL's host as the server name, the client certificate, no proxy.
 func TestClientConfigTrustsOnlyWhatItIsGiven(t *testing.T) {
 	t.Parallel()
-	c := newCA(t, "root-client-ca")
-	cert, key := clientCert(t, c, "kcp-admin")
-	client := &providerprobe.Client{Credential: providerprobe.Credential{CertPEM: cert, KeyPEM: key}, Trust: providerprobe.Trust{CAPEM: c.PEM}}
+	c := pki.MustCA(t, "root-client-ca")
+	leaf := c.MustClientCert(t, "kcp-admin", nil)
+	client := &providerprobe.Client{Credential: providerprobe.Credential{CertPEM: leaf.CertPEM, KeyPEM: leaf.KeyPEM}, Trust: providerprobe.Trust{CAPEM: c.PEM}}
 	cfg, err := client.Config("https://"+alphaHost+"/services/apiexport/x/y", true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tls := cfg.TLSClientConfig
-	if !bytes.Equal(tls.CAData, c.PEM) || tls.CAFile != "" || tls.Insecure || tls.ServerName != "" || !bytes.Equal(tls.CertData, cert) ||
+	if !bytes.Equal(tls.CAData, c.PEM) || tls.CAFile != "" || tls.Insecure || tls.ServerName != "" || !bytes.Equal(tls.CertData, leaf.CertPEM) ||
 		cfg.BearerToken != "" || cfg.Username != "" || cfg.Dial != nil || cfg.Host != "https://"+alphaHost+"/services/apiexport/x/y" {
 		t.Errorf("config %+v", cfg)
 	}

@@ -11,8 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 // The fake kcp answers as the design document's "Verify" section says kcp does:
@@ -104,8 +104,8 @@ func TestAnonymousVerifiesTheServerWithTheServingCertificatesCA(t *testing.T) {
 	t.Run("another CA", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
-		other := verifytest.NewPKI(t)
-		for _, obj := range verifytest.ServingCertificateSecrets(f.cfg, other.CAPEM) {
+		other := verifytest.NewCA(t)
+		for _, obj := range verifytest.ServingCertificateSecrets(f.cfg, other.PEM) {
 			if _, err := f.cluster.Kube.CoreV1().Secrets("kcp-system").Update(context.Background(), obj.(*corev1.Secret), metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}

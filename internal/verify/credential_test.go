@@ -12,8 +12,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 // The hub's credential is a system:kcp:admin client certificate for the in-cluster
@@ -25,10 +26,10 @@ var inClusterRoot = "https://frontproxy-front-proxy.kcp-system.svc.cluster.local
 
 // hubCredential is a kubeconfig for the in-cluster front proxy, trusting serverCA, with a
 // client certificate for user in groups issued by clientCA.
-func hubCredential(t *testing.T, serverCA, clientCA *verifytest.PKI, user string, groups ...string) (kubeconfig, certPEM, keyPEM []byte) {
+func hubCredential(t *testing.T, serverCA, clientCA *pki.CA, user string, groups ...string) (kubeconfig, certPEM, keyPEM []byte) {
 	t.Helper()
-	certPEM, keyPEM = clientCA.ClientCertInGroups(t, user, groups, verifytest.Now.Add(-time.Hour), verifytest.Now.Add(365*24*time.Hour))
-	return verifytest.Kubeconfig(t, inClusterRoot, serverCA.CAPEM, certPEM, keyPEM), certPEM, keyPEM
+	c := clientCA.MustClientCert(t, user, groups, pki.Valid(verifytest.Now.Add(-time.Hour), verifytest.Now.Add(365*24*time.Hour)))
+	return verifytest.Kubeconfig(t, inClusterRoot, serverCA.PEM, c.CertPEM, c.KeyPEM), c.CertPEM, c.KeyPEM
 }
 
 func TestHubCredentialPassesForTheAdminThroughTheFrontProxy(t *testing.T) {
@@ -48,20 +49,20 @@ func TestHubCredentialPassesForTheAdminThroughTheFrontProxy(t *testing.T) {
 func TestVerifyHubCredentialFailsForAWrongCredential(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	pki, other := f.cluster.PKI, verifytest.NewPKI(t)
+	ours, other := f.cluster.CA, verifytest.NewCA(t)
 	cases := map[string]struct {
-		serverCA, clientCA *verifytest.PKI
+		serverCA, clientCA *pki.CA
 		user               string
 		groups             []string
 		want               []string
 	}{
-		"client certificate from another CA": {pki, other, "kcp-admin", []string{"system:kcp:admin"},
+		"client certificate from another CA": {ours, other, "kcp-admin", []string{"system:kcp:admin"},
 			[]string{"kcp answered 401 Unauthorized", "must be issued by kcp's root-client-ca", "issued by CN=verify-test-ca"}},
-		"server from another CA": {other, pki, "kcp-admin", []string{"system:kcp:admin"},
+		"server from another CA": {other, ours, "kcp-admin", []string{"system:kcp:admin"},
 			[]string{"TLS: the server's certificate is not verified by the kubeconfig's certificate-authority-data for frontproxy-front-proxy.kcp-system.svc.cluster.local", "certificate signed by unknown authority"}},
-		"another user": {pki, pki, "someone", []string{"system:kcp:admin"},
+		"another user": {ours, ours, "someone", []string{"system:kcp:admin"},
 			[]string{`kcp sees user "someone"`, `want user "kcp-admin" (the Kubeconfig object's spec.username)`, "re-mint"}},
-		"no admin group": {pki, pki, "kcp-admin", []string{"system:masters"},
+		"no admin group": {ours, ours, "kcp-admin", []string{"system:masters"},
 			[]string{"in groups [system:masters, system:authenticated]", "want group system:kcp:admin", "the front proxy drops system:masters"}},
 	}
 	for name, tc := range cases {
@@ -80,7 +81,7 @@ func TestVerifyHubCredentialFailsForAWrongCredential(t *testing.T) {
 func TestHubCredentialFailsWhenTheHubSecretHoldsAnotherCAsCredential(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	kubeconfig, certPEM, keyPEM := hubCredential(t, f.cluster.PKI, verifytest.NewPKI(t), "kcp-admin", "system:kcp:admin")
+	kubeconfig, certPEM, keyPEM := hubCredential(t, f.cluster.CA, verifytest.NewCA(t), "kcp-admin", "system:kcp:admin")
 	setHubSecret(t, f, verifytest.HubSecret(f.cfg, kubeconfig))
 	results := f.run(t, verify.CheckHubCredential)
 	requireFail(t, results, credentialItem, "kcp answered 401 Unauthorized", "kubectl -n kcp-system logs deploy/frontproxy-front-proxy")
@@ -102,7 +103,7 @@ func TestHubCredentialAddsTheRootWorkspaceToABareServer(t *testing.T) {
 // verification.
 func TestKubeconfigRESTConfigAcceptsOnlyInlineClientCertificates(t *testing.T) {
 	t.Parallel()
-	pki := verifytest.NewPKI(t)
+	ca := verifytest.NewCA(t)
 	marker := filepath.Join(t.TempDir(), "ran")
 	cases := map[string]struct {
 		edit func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo)
@@ -124,7 +125,7 @@ func TestKubeconfigRESTConfigAcceptsOnlyInlineClientCertificates(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			kubeconfig, _, _ := hubCredential(t, pki, pki, "kcp-admin", "system:kcp:admin")
+			kubeconfig, _, _ := hubCredential(t, ca, ca, "kcp-admin", "system:kcp:admin")
 			kc, err := clientcmd.Load(kubeconfig)
 			if err != nil {
 				t.Fatal(err)

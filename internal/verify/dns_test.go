@@ -14,8 +14,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 func TestSplitHorizonPassesWhenShardNamesResolveToTheirServices(t *testing.T) {

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 // fixture is a healthy stack: config, fake cluster, scripted DNS and provider probe, a
@@ -54,17 +54,17 @@ func newFixture(t *testing.T) *fixture {
 // withKcp replaces the fake kcp behind the owned Services.
 func (f *fixture) withKcp(t *testing.T, b verifytest.KcpBehaviour) {
 	t.Helper()
-	f.kcp = verifytest.NewKcp(t, f.cfg, f.cluster.PKI, b)
+	f.kcp = verifytest.NewKcp(t, f.cfg, f.cluster.CA, b)
 	f.opts.Services = f.kcp
 }
 
 // withEdge starts the fake edge and points the HTTP client at it, trusting the test CA.
 func (f *fixture) withEdge(t *testing.T, b verifytest.EdgeBehaviour) {
 	t.Helper()
-	srv := verifytest.NewEdge(t, f.cfg, f.cluster.PKI, b)
+	srv := verifytest.NewEdge(t, f.cfg, f.cluster.CA, b)
 	client, err := verify.NewHTTPClient(verify.HTTPOptions{
 		Address: srv.Listener.Addr().String(),
-		CAFile:  f.cluster.PKI.WriteCA(t, t.TempDir()),
+		CAFile:  f.cluster.CA.CAFile(t, t.TempDir()),
 	})
 	if err != nil {
 		t.Fatal(err)

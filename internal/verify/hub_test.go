@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 const hubItem = "Secret railgrid-system/railgrid-kcp key admin.kubeconfig"
@@ -22,10 +22,9 @@ const hubItem = "Secret railgrid-system/railgrid-kcp key admin.kubeconfig"
 // certificate is valid from notBefore to notAfter; it returns the certificate and key.
 func setHubKubeconfig(t *testing.T, f *fixture, server string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
 	t.Helper()
-	pki := f.cluster.PKI
-	certPEM, keyPEM = pki.ClientCert(t, "kcp-admin", notBefore, notAfter)
-	setHubSecret(t, f, verifytest.HubSecret(f.cfg, verifytest.Kubeconfig(t, server, pki.CAPEM, certPEM, keyPEM)))
-	return certPEM, keyPEM
+	c := verifytest.AdminCert(t, f.cluster.CA, "kcp-admin", notBefore, notAfter)
+	setHubSecret(t, f, verifytest.HubSecret(f.cfg, verifytest.Kubeconfig(t, server, f.cluster.CA.PEM, c.CertPEM, c.KeyPEM)))
+	return c.CertPEM, c.KeyPEM
 }
 
 func setHubSecret(t *testing.T, f *fixture, s *corev1.Secret) {
@@ -147,7 +146,7 @@ func TestHubKubeconfigFailsWhenTheSecretIsMissingOrIncomplete(t *testing.T) {
 	t.Run("no client certificate", func(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
-		setHubSecret(t, f, verifytest.HubSecret(f.cfg, verifytest.Kubeconfig(t, inCluster, f.cluster.PKI.CAPEM, nil, nil)))
+		setHubSecret(t, f, verifytest.HubSecret(f.cfg, verifytest.Kubeconfig(t, inCluster, f.cluster.CA.PEM, nil, nil)))
 		requireFail(t, f.run(t, verify.CheckHubKubeconfig), hubItem, "user has no inline client certificate")
 	})
 }

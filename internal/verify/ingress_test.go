@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 const (
@@ -86,7 +86,7 @@ func TestIngressFailsWhenTheFrontProxyLetsAnonymousIn(t *testing.T) {
 func TestIngressFailsOnAnUntrustedCertificate(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	srv := verifytest.NewEdge(t, f.cfg, f.cluster.PKI, verifytest.HealthyEdge())
+	srv := verifytest.NewEdge(t, f.cfg, f.cluster.CA, verifytest.HealthyEdge())
 	client, err := verify.NewHTTPClient(verify.HTTPOptions{Address: srv.Listener.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +109,11 @@ func TestIngressFailsOnAnUntrustedCertificate(t *testing.T) {
 func TestIngressDialsTheIngressAddress(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	srv := verifytest.NewEdge(t, f.cfg, f.cluster.PKI, verifytest.HealthyEdge())
+	srv := verifytest.NewEdge(t, f.cfg, f.cluster.CA, verifytest.HealthyEdge())
 	var dials atomic.Int32
 	client, err := verify.NewHTTPClient(verify.HTTPOptions{
 		Address: "ingress.invalid:8443",
-		CAFile:  f.cluster.PKI.WriteCA(t, t.TempDir()),
+		CAFile:  f.cluster.CA.CAFile(t, t.TempDir()),
 		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if addr != "ingress.invalid:8443" {
 				t.Errorf("dialled %s, want the ingress address", addr)
@@ -163,7 +163,7 @@ func TestNewHTTPClientRefusesBadOptions(t *testing.T) {
 func TestIngressTrustsExtraRoots(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	srv := verifytest.NewEdge(t, f.cfg, f.cluster.PKI, verifytest.HealthyEdge())
+	srv := verifytest.NewEdge(t, f.cfg, f.cluster.CA, verifytest.HealthyEdge())
 	ca, err := verify.HubKubeconfigCA(context.Background(), f.cluster.Kube, f.cfg)
 	if err != nil {
 		t.Fatal(err)

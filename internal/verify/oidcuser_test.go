@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 func runOIDCUser(t *testing.T, f *fixture) verify.Result {

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 const sliceURL = "https://kcp-alpha.example.com/services/apiexport/" + verifytest.ProbeProviderCluster + "/widgets"
@@ -66,7 +66,7 @@ func TestProviderPathPassesWhenTheProbeFollowsTheSliceURL(t *testing.T) {
 // kcpRootServerCA), in a ConfigMap made for the run and deleted after it.
 func requireCAConfigMapGone(t *testing.T, f *fixture) {
 	t.Helper()
-	if len(f.probe.CAs) == 0 || f.probe.CAs[0] != string(f.cluster.PKI.CAPEM) {
+	if len(f.probe.CAs) == 0 || f.probe.CAs[0] != string(f.cluster.CA.PEM) {
 		t.Errorf("the probe Pod's CA ConfigMap held %q, want the hub kubeconfig's CA", f.probe.CAs)
 	}
 	cms, err := f.cluster.Kube.CoreV1().ConfigMaps("railgrid-system").List(context.Background(), metav1.ListOptions{})

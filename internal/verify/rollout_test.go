@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 func TestRolloutPassesWhenEverythingIsRolledOutAndAvailable(t *testing.T) {

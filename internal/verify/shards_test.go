@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 // The design document ("Shards and the front proxy"): set the virtual-workspace URL on
@@ -74,7 +74,7 @@ func TestShardsFailWhenABaseURLIsOnThePublicHostname(t *testing.T) {
 func TestShardsFailWhenTheHubCredentialIsRefused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	kubeconfig, _, _ := hubCredential(t, f.cluster.PKI, verifytest.NewPKI(t), "kcp-admin", "system:kcp:admin")
+	kubeconfig, _, _ := hubCredential(t, f.cluster.CA, verifytest.NewCA(t), "kcp-admin", "system:kcp:admin")
 	setHubSecret(t, f, verifytest.HubSecret(f.cfg, kubeconfig))
 	requireFail(t, f.run(t, verify.CheckShards), "Shards in kcp's root workspace",
 		"cannot list them with the hub's credential: kcp answered 401 Unauthorized", "kubectl -n kcp-system logs deploy/frontproxy-front-proxy")

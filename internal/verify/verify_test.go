@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
 )
 
 func TestRunAllChecksOnAHealthyStack(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 const envSkip = "RAILGRID_SKIP_CHARTS"

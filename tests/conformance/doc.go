@@ -10,5 +10,5 @@
 // binaries the test fails, unless RAILGRID_SKIP_CONFORMANCE=1; `go test -short` skips it.
 // The CRDs are read from ../shared/reference/crds/ relative to the repository root, or
 // from RAILGRID_CRDS_DIR. The servers, their certificates and processes, and the CRD
-// loading come from tests/internal/testenv, which the e2e test shares.
+// loading come from internal/testkit/testenv, which the e2e test shares.
 package conformance

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // The Kubernetes provider's create (pulumi-kubernetes provider/v4, pkg/await/await.go

@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/railgrid/railgrid-kcp/components"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // TestKcpRolloutWaitReadsWhatTheOperatorWrites runs the wait of the program's kcp

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // sources are what every cluster of the test reads: the repository, the upstream CRDs,

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/planjobs"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/planjobs"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // Stage 6, restore: the root shard's etcd lost and restored from a snapshot, as

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // The add-ons the kind stack installs with Helm releases of its own

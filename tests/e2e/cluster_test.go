@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // cluster is a Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,

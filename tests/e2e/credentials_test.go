@@ -20,9 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // credential is a hub credential as the operator wrote it into its Kubeconfig's Secret.
@@ -323,7 +323,7 @@ func withClientCertFromAnotherCA(kubeconfig []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := testenv.NewCA("railgrid-e2e-other-ca")
+	ca, err := pki.NewCA("railgrid-e2e-other-ca")
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // Step budgets: generous for a loaded 2-core machine, far below the program's own

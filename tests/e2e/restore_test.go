@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/planjobs"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/planjobs"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // The disaster-recovery step follows docs/operations.md, "Restoring etcd from a

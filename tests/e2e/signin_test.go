@@ -24,8 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // The hub's Dex, as the e2e runs it: a pod on the real node in a namespace of its own,
@@ -63,8 +63,8 @@ var (
 // hubDex is the hub's Dex: its CA, serving certificate and configuration.
 type hubDex struct {
 	issuer       string
-	ca           *testpki.CA
-	serving      *testpki.Cert
+	ca           *pki.CA
+	serving      *pki.Cert
 	clientID     string
 	clientSecret string
 	otherSecret  string
@@ -77,7 +77,7 @@ func newHubDex(issuer, clientID string) (*hubDex, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := testpki.NewCA("railgrid-e2e-dex-ca")
+	ca, err := pki.NewCA("railgrid-e2e-dex-ca")
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // stackOverlay is what a run changes in the shipped Pulumi.kind.yaml: the chart sources
@@ -278,7 +279,7 @@ func TestTheE2EStackFileChangesExactlyItsListedKeys(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	shipped := filepath.Join(root, "Pulumi.kind.yaml")
 	dir := t.TempDir()
-	ca, err := testenv.NewCA("overlay-test-ca")
+	ca, err := pki.NewCA("overlay-test-ca")
 	if err != nil {
 		t.Fatal(err)
 	}

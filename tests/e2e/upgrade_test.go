@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // upgradeOrder watches a kcp version bump from both sides. From the cluster's: when root-kcp

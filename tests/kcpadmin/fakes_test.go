@@ -1,14 +1,10 @@
 package kcpadmin_test
 
 import (
-	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -26,102 +22,48 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/kcpadmin"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // frontProxyHost is the in-cluster name the operator's kubeconfig uses and the front
 // proxy's serving certificate carries.
 var frontProxyHost = naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName))
 
-// kcpPKI is kcp's PKI as the operator builds it from cert-manager: root-ca signs
-// root-client-ca, which signs the Kubeconfig's client certificate; the client
-// certificate's Secret holds the leaf followed by root-client-ca (cert-manager's CA
-// issuer appends the issuing chain up to, not including, the self-signed root).
-// root-server-ca signs the front proxy's serving certificate. otherClientCA stands for a
-// client CA that signed nothing of this installation.
-type kcpPKI struct {
-	rootCA, clientCA, requestHeaderCA, serverCA, otherClientCA *testenv.CA
+// kcpCerts are kcp's certificates as the operator has cert-manager make them, from the
+// tests' PKI: root-ca signs root-client-ca, which signs the Kubeconfig's client
+// certificate; the client certificate's Secret holds the leaf followed by root-client-ca
+// (cert-manager's CA issuer appends the issuing chain up to, not including, the
+// self-signed root). root-server-ca signs the front proxy's serving certificate.
+// otherClientCA stands for a client CA that signed nothing of this installation.
+type kcpCerts struct {
+	rootCA, clientCA, requestHeaderCA, serverCA, otherClientCA *pki.CA
 	// adminLeaf is the client certificate alone, adminChain the leaf and root-client-ca as
 	// the operator's kubeconfig carries it, adminKey its key.
 	adminLeaf, adminChain, adminKey []byte
 	serving                         tls.Certificate
 }
 
-func newKcpPKI(t *testing.T) *kcpPKI {
+func newKcpCerts(t *testing.T) *kcpCerts {
 	t.Helper()
-	p := &kcpPKI{rootCA: newCA(t, "root-ca")}
-	p.clientCA = intermediateCA(t, p.rootCA, "root-client-ca")
-	p.requestHeaderCA = intermediateCA(t, p.rootCA, "root-requestheader-client-ca")
-	p.serverCA = newCA(t, "root-server-ca")
-	p.otherClientCA = newCA(t, "root-front-proxy-client-ca")
+	p := &kcpCerts{rootCA: pki.MustCA(t, "root-ca")}
+	p.clientCA = p.rootCA.MustIntermediate(t, "root-client-ca")
+	p.requestHeaderCA = p.rootCA.MustIntermediate(t, "root-requestheader-client-ca")
+	p.serverCA = pki.MustCA(t, "root-server-ca")
+	p.otherClientCA = pki.MustCA(t, "root-front-proxy-client-ca")
 
-	var err error
-	p.adminLeaf, p.adminKey, err = p.clientCA.Issue(&x509.Certificate{
-		SerialNumber: big.NewInt(10),
-		Subject:      pkix.Name{CommonName: naming.KubeconfigUsername, Organization: []string{naming.KubeconfigAdminGroup}},
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := p.clientCA.MustClientCert(t, naming.KubeconfigUsername, []string{naming.KubeconfigAdminGroup})
+	p.adminLeaf, p.adminKey = admin.CertPEM, admin.KeyPEM
 	p.adminChain = append(append([]byte{}, p.adminLeaf...), p.clientCA.PEM...)
-
-	servingCert, servingKey, err := p.serverCA.Issue(&x509.Certificate{
-		SerialNumber: big.NewInt(11),
-		Subject:      pkix.Name{CommonName: "kcp-front-proxy"},
-		DNSNames:     []string{frontProxyHost, "kcp.localhost"},
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.serving, err = tls.X509KeyPair(servingCert, servingKey); err != nil {
-		t.Fatal(err)
-	}
+	p.serving = p.serverCA.MustServerCert(t, []string{frontProxyHost, "kcp.localhost"}, pki.CommonName("kcp-front-proxy")).MustTLS(t)
 	return p
-}
-
-func newCA(t *testing.T, cn string) *testenv.CA {
-	t.Helper()
-	ca, err := testenv.NewCA(cn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca
-}
-
-// intermediateCA is a CA that parent signs, as cert-manager issues root-client-ca.
-func intermediateCA(t *testing.T, parent *testenv.CA, cn string) *testenv.CA {
-	t.Helper()
-	certPEM, keyPEM, err := parent.Issue(&x509.Certificate{
-		SerialNumber:          big.NewInt(2),
-		Subject:               pkix.Name{CommonName: cn},
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	certBlock, _ := pem.Decode(certPEM)
-	keyBlock, _ := pem.Decode(keyPEM)
-	cert, err := x509.ParseCertificate(certBlock.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testenv.CA{Cert: cert, Key: key.(*ecdsa.PrivateKey), PEM: certPEM}
 }
 
 // operatorKubeconfig is the kubeconfig the kcp-operator writes for a Kubeconfig object
 // that targets the FrontProxy (kcp-operator internal/resources/kubeconfig/secret.go):
 // clusters "base" and "default", the current context "default" on the root workspace,
 // the server CA, and the client certificate chain and key.
-func operatorKubeconfig(t *testing.T, p *kcpPKI) []byte {
+func operatorKubeconfig(t *testing.T, p *kcpCerts) []byte {
 	t.Helper()
 	server := fmt.Sprintf("https://%s:%d", frontProxyHost, naming.KcpPort)
 	kc := clientcmdapi.NewConfig()
@@ -152,10 +94,9 @@ type fakeFrontProxy struct {
 	presented []int // per request, how many certificates the client presented
 }
 
-func newFakeFrontProxy(t *testing.T, p *kcpPKI, advertised ...*testenv.CA) *fakeFrontProxy {
+func newFakeFrontProxy(t *testing.T, p *kcpCerts, advertised ...*pki.CA) *fakeFrontProxy {
 	t.Helper()
-	clientCAFile := x509.NewCertPool()
-	clientCAFile.AddCert(p.clientCA.Cert)
+	clientCAFile := p.clientCA.Pool()
 	f := &fakeFrontProxy{}
 	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var chain []*x509.Certificate

@@ -11,9 +11,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -31,9 +29,10 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/kcpadmin"
-	"github.com/railgrid/railgrid-kcp/internal/verify/verifytest"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/verifytest"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // podA and podB are front-proxy pods; podA sorts first, so it is picked while Ready.
@@ -43,7 +42,7 @@ const (
 )
 
 type harness struct {
-	pki     *kcpPKI
+	certs   *kcpCerts
 	cfg     *config.Config
 	kube    *kubefake.Clientset
 	kubelet *verifytest.Kubelet
@@ -53,15 +52,15 @@ type harness struct {
 
 // newHarness is a cluster whose front proxy (pod podA, Ready) advertises the client CAs
 // advertised picks from the PKI, and whose operator Secret holds the admin kubeconfig.
-func newHarness(t *testing.T, advertised func(*kcpPKI) []*testenv.CA) *harness {
+func newHarness(t *testing.T, advertised func(*kcpCerts) []*pki.CA) *harness {
 	t.Helper()
-	h := &harness{pki: newKcpPKI(t), cfg: kindConfig(t), kubelet: verifytest.NewKubelet(t), log: &testenv.SyncBuffer{}}
-	var cas []*testenv.CA
+	h := &harness{certs: newKcpCerts(t), cfg: kindConfig(t), kubelet: verifytest.NewKubelet(t), log: &testenv.SyncBuffer{}}
+	var cas []*pki.CA
 	if advertised != nil {
-		cas = advertised(h.pki)
+		cas = advertised(h.certs)
 	}
-	h.proxy = newFakeFrontProxy(t, h.pki, cas...)
-	h.kube = newCluster(frontProxyPod(podA, true), operatorSecret(h.cfg, operatorKubeconfig(t, h.pki)))
+	h.proxy = newFakeFrontProxy(t, h.certs, cas...)
+	h.kube = newCluster(frontProxyPod(podA, true), operatorSecret(h.cfg, operatorKubeconfig(t, h.certs)))
 	h.kubelet.Route(naming.NamespaceKcp, podA, naming.KcpPort, h.proxy.Listener.Addr().String())
 	return h
 }
@@ -103,7 +102,7 @@ func whoAmI(t *testing.T, path string) (string, error) {
 // and authenticates as kcp-admin in system:kcp:admin.
 func TestTheKubeconfigReachesTheFrontProxyThroughTheForwardAsKcpAdmin(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(p *kcpPKI) []*testenv.CA { return []*testenv.CA{p.clientCA, p.requestHeaderCA} })
+	h := newHarness(t, func(p *kcpCerts) []*pki.CA { return []*pki.CA{p.clientCA, p.requestHeaderCA} })
 	s := h.run(t, h.options(t))
 
 	st, err := os.Stat(s.KubeconfigPath)
@@ -139,13 +138,13 @@ func TestTheKubeconfigReachesTheFrontProxyThroughTheForwardAsKcpAdmin(t *testing
 	if cluster.TLSServerName != frontProxyHost || s.ServerName != frontProxyHost {
 		t.Errorf("tls-server-name %q (session %q), want the in-cluster name %q", cluster.TLSServerName, s.ServerName, frontProxyHost)
 	}
-	if !bytes.Equal(cluster.CertificateAuthorityData, h.pki.serverCA.PEM) {
+	if !bytes.Equal(cluster.CertificateAuthorityData, h.certs.serverCA.PEM) {
 		t.Errorf("certificate-authority-data is not the operator's CA (root-server-ca)")
 	}
 	if cluster.InsecureSkipTLSVerify || cluster.CertificateAuthority != "" || cluster.ProxyURL != "" {
 		t.Errorf("cluster %+v: want no insecure flag, no CA file, no proxy", cluster)
 	}
-	if !bytes.Equal(user.ClientCertificateData, h.pki.adminChain) || !bytes.Equal(user.ClientKeyData, h.pki.adminKey) {
+	if !bytes.Equal(user.ClientCertificateData, h.certs.adminChain) || !bytes.Equal(user.ClientKeyData, h.certs.adminKey) {
 		t.Errorf("the user's client certificate and key are not the operator's chain and key")
 	}
 	if user.Exec != nil || user.AuthProvider != nil || user.Token != "" || user.ClientCertificate != "" || user.ClientKey != "" {
@@ -155,7 +154,7 @@ func TestTheKubeconfigReachesTheFrontProxyThroughTheForwardAsKcpAdmin(t *testing
 	if s.User != naming.KubeconfigUsername || !slices.Contains(s.Groups, naming.KubeconfigAdminGroup) {
 		t.Errorf("session saw %q in %v, want %q in %s", s.User, s.Groups, naming.KubeconfigUsername, naming.KubeconfigAdminGroup)
 	}
-	leaf := firstCert(t, h.pki.adminLeaf)
+	leaf := firstCert(t, h.certs.adminLeaf)
 	if !s.ExpiresAt.Equal(leaf.NotAfter) {
 		t.Errorf("ExpiresAt %s, want the certificate's NotAfter %s", s.ExpiresAt, leaf.NotAfter)
 	}
@@ -184,17 +183,17 @@ func TestWhichAdvertisedClientCAsMakeGoSendTheClientCertificate(t *testing.T) {
 	cases := []struct {
 		name string
 		// advertised are the CAs whose subjects the handshake lists.
-		advertised func(*kcpPKI) []*testenv.CA
+		advertised func(*kcpCerts) []*pki.CA
 		// leafSent and chainSent: does a Go client holding the leaf alone, or the leaf
 		// with root-client-ca, send it?
 		leafSent, chainSent bool
 	}{
 		{"no list", nil, true, true},
-		{"root-client-ca and the requestheader CA, as kcp-front-proxy with the operator's flags", func(p *kcpPKI) []*testenv.CA {
-			return []*testenv.CA{p.clientCA, p.requestHeaderCA}
+		{"root-client-ca and the requestheader CA, as kcp-front-proxy with the operator's flags", func(p *kcpCerts) []*pki.CA {
+			return []*pki.CA{p.clientCA, p.requestHeaderCA}
 		}, true, true},
-		{"root-ca, which issued root-client-ca", func(p *kcpPKI) []*testenv.CA { return []*testenv.CA{p.rootCA} }, false, true},
-		{"a client CA that issued nothing here", func(p *kcpPKI) []*testenv.CA { return []*testenv.CA{p.otherClientCA} }, false, false},
+		{"root-ca, which issued root-client-ca", func(p *kcpCerts) []*pki.CA { return []*pki.CA{p.rootCA} }, false, true},
+		{"a client CA that issued nothing here", func(p *kcpCerts) []*pki.CA { return []*pki.CA{p.otherClientCA} }, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -204,7 +203,7 @@ func TestWhichAdvertisedClientCAsMakeGoSendTheClientCertificate(t *testing.T) {
 
 			var want [][]byte
 			if c.advertised != nil {
-				for _, ca := range c.advertised(h.pki) {
+				for _, ca := range c.advertised(h.certs) {
 					want = append(want, ca.Cert.RawSubject)
 				}
 			}
@@ -216,7 +215,7 @@ func TestWhichAdvertisedClientCAsMakeGoSendTheClientCertificate(t *testing.T) {
 				what string
 				cert []byte
 				sent bool
-			}{{"the leaf alone", h.pki.adminLeaf, c.leafSent}, {"the leaf and root-client-ca", h.pki.adminChain, c.chainSent}} {
+			}{{"the leaf alone", h.certs.adminLeaf, c.leafSent}, {"the leaf and root-client-ca", h.certs.adminChain, c.chainSent}} {
 				status := plainGoRequest(t, h, s.LocalAddress, holder.cert)
 				presented := h.proxy.lastPresented(t)
 				wantPresented, wantStatus := 0, http.StatusUnauthorized
@@ -244,7 +243,7 @@ func acceptableCAs(t *testing.T, h *harness, addr string) [][]byte {
 	t.Helper()
 	var seen [][]byte
 	conn, err := tls.Dial("tcp", addr, &tls.Config{
-		RootCAs: pool(h.pki.serverCA.Cert), ServerName: frontProxyHost, MinVersion: tls.VersionTLS12,
+		RootCAs: pool(h.certs.serverCA.Cert), ServerName: frontProxyHost, MinVersion: tls.VersionTLS12,
 		GetClientCertificate: func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			seen = cri.AcceptableCAs
 			return &tls.Certificate{}, nil
@@ -265,13 +264,13 @@ func acceptableCAs(t *testing.T, h *harness, addr string) [][]byte {
 // tls.Config.Certificates, as a Go program without client-go does.
 func plainGoRequest(t *testing.T, h *harness, addr string, certPEM []byte) int {
 	t.Helper()
-	pair, err := tls.X509KeyPair(certPEM, h.pki.adminKey)
+	pair, err := tls.X509KeyPair(certPEM, h.certs.adminKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{
-			RootCAs: pool(h.pki.serverCA.Cert), ServerName: frontProxyHost, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
+			RootCAs: pool(h.certs.serverCA.Cert), ServerName: frontProxyHost, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
 		},
 		DisableKeepAlives: true,
 		Proxy:             nil,
@@ -463,7 +462,7 @@ func TestRunRefusesAnExpiredCredential(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	o := h.options(t)
-	expiry := firstCert(t, h.pki.adminLeaf).NotAfter
+	expiry := firstCert(t, h.certs.adminLeaf).NotAfter
 	o.Now = func() time.Time { return expiry.Add(time.Hour) }
 	_, err := kcpadmin.Run(context.Background(), o)
 	if err == nil || !strings.Contains(err.Error(), "expired at "+expiry.UTC().Format(time.RFC3339)) || !strings.Contains(err.Error(), "hub.remintGeneration") {
@@ -492,7 +491,7 @@ func TestRunNamesTheMissingSecretOfTheCurrentRemintGeneration(t *testing.T) {
 // refused with a reason that quotes no key material.
 func TestParseCredentialRefusesWhatCannotWork(t *testing.T) {
 	t.Parallel()
-	p := newKcpPKI(t)
+	p := newKcpCerts(t)
 	now := time.Now()
 	edit := func(change func(kc *kcfg)) []byte {
 		kc := loadKcfg(t, operatorKubeconfig(t, p))
@@ -563,13 +562,9 @@ func (k *kcfg) user() *clientcmdapi.AuthInfo {
 }
 
 // otherKey is the key of another certificate.
-func otherKey(t *testing.T, p *kcpPKI) []byte {
+func otherKey(t *testing.T, p *kcpCerts) []byte {
 	t.Helper()
-	_, key, err := p.clientCA.Issue(&x509.Certificate{SerialNumber: big.NewInt(12), Subject: pkix.Name{CommonName: "someone"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key
+	return p.clientCA.MustClientCert(t, "someone", nil).KeyPEM
 }
 
 // certsIn parses the certificates of a PEM bundle.

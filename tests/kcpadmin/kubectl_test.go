@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 const envSkipKubectl = "RAILGRID_SKIP_KCPADMIN_KUBECTL"
@@ -28,10 +29,10 @@ func TestKubectlAuthenticatesWithTheKubeconfigWhateverClientCAsTheFrontProxyList
 
 	for _, c := range []struct {
 		name       string
-		advertised func(*kcpPKI) []*testenv.CA
+		advertised func(*kcpCerts) []*pki.CA
 	}{
-		{"root-client-ca and the requestheader CA", func(p *kcpPKI) []*testenv.CA { return []*testenv.CA{p.clientCA, p.requestHeaderCA} }},
-		{"a client CA that issued nothing here", func(p *kcpPKI) []*testenv.CA { return []*testenv.CA{p.otherClientCA} }},
+		{"root-client-ca and the requestheader CA", func(p *kcpCerts) []*pki.CA { return []*pki.CA{p.clientCA, p.requestHeaderCA} }},
+		{"a client CA that issued nothing here", func(p *kcpCerts) []*pki.CA { return []*pki.CA{p.otherClientCA} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

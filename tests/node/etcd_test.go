@@ -23,7 +23,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // kindPlan renders the shipped kind stack under mocks, as cmd/plan does.

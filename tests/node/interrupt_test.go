@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // envHeldChild names the hold file of TestHeldNodeChild: set, that test runs a node and

@@ -3,9 +3,7 @@ package providerprobe
 import (
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +13,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 // The names a cluster gives kcp, as the program deploys it on kind: the public shard
@@ -57,23 +55,21 @@ func hostsFile() string {
 	}, "\n") + "\n"
 }
 
-// pki is the test's kcp PKI in the operator's shape: root-server-ca signs every serving
-// certificate, root-client-ca every client certificate kcp authenticates (the hub's, the
-// shards', the front proxy's), the request-header CA the front proxy's identity when it
-// forwards a user to a shard.
-type pki struct {
+// kcpFiles are the files of the test's kcp certificates in the operator's shape, from
+// the tests' PKI: root-server-ca signs every serving certificate, root-client-ca every
+// client certificate kcp authenticates (the hub's, the shards', the front proxy's), the
+// request-header CA the front proxy's identity when it forwards a user to a shard.
+type kcpFiles struct {
 	dir                                       string
-	serverCA, clientCA, requestHeaderCA       *testenv.CA
+	serverCA, clientCA, requestHeaderCA       *pki.CA
 	serverCAFile, clientCAFile, requestHdrCAF string
-	serial                                    int64
 }
 
-func newPKI(t *testing.T, dir string) *pki {
+func newKcpFiles(t *testing.T, dir string) *kcpFiles {
 	t.Helper()
-	p := &pki{dir: dir, serial: 10}
-	var err error
+	p := &kcpFiles{dir: dir}
 	for _, c := range []struct {
-		ca   **testenv.CA
+		ca   **pki.CA
 		file *string
 		name string
 	}{
@@ -81,52 +77,53 @@ func newPKI(t *testing.T, dir string) *pki {
 		{&p.clientCA, &p.clientCAFile, "root-client-ca"},
 		{&p.requestHeaderCA, &p.requestHdrCAF, "root-requestheader-client-ca"},
 	} {
-		if *c.ca, err = testenv.NewCA(c.name); err != nil {
-			t.Fatal(err)
-		}
+		*c.ca = pki.MustCA(t, c.name)
 		*c.file = p.write(t, c.name+".crt", (*c.ca).PEM)
 	}
 	return p
 }
 
-func (p *pki) write(t *testing.T, name string, data []byte) string {
+func (p *kcpFiles) write(t *testing.T, name string, data []byte) string {
 	t.Helper()
 	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if err := pki.WriteFile(path, data); err != nil {
 		t.Fatal(err)
 	}
 	return path
 }
 
-// issue writes a certificate and key signed by ca as name.crt and name.key.
-func (p *pki) issue(t *testing.T, ca *testenv.CA, name string, tmpl *x509.Certificate) (certFile, keyFile string) {
+// writeCert writes c and its key as name.crt and name.key.
+func (p *kcpFiles) writeCert(t *testing.T, name string, c *pki.Cert) (certFile, keyFile string) {
 	t.Helper()
-	p.serial++
-	tmpl.SerialNumber = big.NewInt(p.serial)
+	return p.write(t, name+".crt", c.CertPEM), p.write(t, name+".key", c.KeyPEM)
+}
+
+// issue writes a certificate signed by ca from tmpl, and its key, as name.crt and
+// name.key.
+func (p *kcpFiles) issue(t *testing.T, ca *pki.CA, name string, tmpl *x509.Certificate) (certFile, keyFile string) {
+	t.Helper()
 	certPEM, keyPEM, err := ca.Issue(tmpl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p.write(t, name+".crt", certPEM), p.write(t, name+".key", keyPEM)
+	return p.writeCert(t, name, &pki.Cert{CertPEM: certPEM, KeyPEM: keyPEM})
 }
 
-func (p *pki) serving(t *testing.T, name string, hosts ...string) (string, string) {
-	return p.issue(t, p.serverCA, name, &x509.Certificate{
-		Subject: pkix.Name{CommonName: name}, DNSNames: hosts,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+// serving writes a serving certificate of root-server-ca named name for hosts.
+func (p *kcpFiles) serving(t *testing.T, name string, hosts ...string) (string, string) {
+	t.Helper()
+	return p.writeCert(t, name, p.serverCA.MustServerCert(t, hosts, pki.CommonName(name)))
 }
 
-func (p *pki) client(t *testing.T, ca *testenv.CA, name, user string, groups ...string) (string, string) {
-	return p.issue(t, ca, name, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: user, Organization: groups},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+// client writes a client certificate of ca for user in groups as name.
+func (p *kcpFiles) client(t *testing.T, ca *pki.CA, name, user string, groups ...string) (string, string) {
+	t.Helper()
+	return p.writeCert(t, name, ca.MustClientCert(t, user, groups))
 }
 
 // kubeconfig writes a kubeconfig for server with a client certificate; the context is
 // named as kcp expects for the root shard's kubeconfig ("shard-base").
-func (p *pki) kubeconfig(t *testing.T, name, server, certFile, keyFile string, inline bool) string {
+func (p *kcpFiles) kubeconfig(t *testing.T, name, server, certFile, keyFile string, inline bool) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	cluster := &clientcmdapi.Cluster{Server: server, CertificateAuthority: p.serverCAFile}
@@ -159,7 +156,7 @@ func readFile(t *testing.T, path string) []byte {
 // (internal/resources/compiledrootshard and compiledshard, getArgs), with the design's
 // extra arguments (CacheAPIs, the virtual-workspace URL on the public name), embedded
 // etcd instead of the operator's external one, and this namespace's addresses.
-func shardArgs(t *testing.T, p *pki, name, addr, public, service, baseURL string, etcdPort int) []string {
+func shardArgs(t *testing.T, p *kcpFiles, name, addr, public, service, baseURL string, etcdPort int) []string {
 	t.Helper()
 	serverCert, serverKey := p.serving(t, name+"-server", public, service)
 	saCert, saKey := p.issue(t, p.serverCA, name+"-service-account", &x509.Certificate{Subject: pkix.Name{CommonName: name + "-service-account"}})
@@ -231,7 +228,7 @@ type pathMapping struct {
 // frontProxyArgs are the front proxy's arguments as the operator writes them
 // (compiledfrontproxy/deployment.go): /clusters/ and /services/ to the root shard's base
 // URL, from where the proxy follows each workspace to its shard.
-func frontProxyArgs(t *testing.T, p *pki) []string {
+func frontProxyArgs(t *testing.T, p *kcpFiles) []string {
 	t.Helper()
 	serverCert, serverKey := p.serving(t, "frontproxy-server", frontService)
 	clientCert, clientKey := p.client(t, p.clientCA, "frontproxy-client", "kcp-front-proxy", "system:masters")
@@ -266,17 +263,14 @@ func frontProxyArgs(t *testing.T, p *pki) []string {
 // hubKubeconfig is the hub's kubeconfig as the operator's Kubeconfig object writes it:
 // the front proxy's in-cluster name with the root workspace's path, root-server-ca
 // inline, a kcp-admin certificate in system:kcp:admin of clientCA inline.
-func hubKubeconfig(t *testing.T, p *pki, name string, clientCA *testenv.CA) string {
+func hubKubeconfig(t *testing.T, p *kcpFiles, name string, clientCA *pki.CA) string {
 	t.Helper()
 	cert, key := p.client(t, clientCA, name, "kcp-admin", "system:kcp:admin")
 	return p.kubeconfig(t, name, frontURL+"/clusters/root", cert, key, true)
 }
 
 // pemFile writes a CA bundle.
-func (p *pki) pemFile(t *testing.T, name string, cas ...*testenv.CA) string {
-	var b []byte
-	for _, ca := range cas {
-		b = append(b, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})...)
-	}
-	return p.write(t, name, b)
+func (p *kcpFiles) pemFile(t *testing.T, name string, cas ...*pki.CA) string {
+	t.Helper()
+	return p.write(t, name, pki.Bundle(cas...))
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,7 +18,8 @@ import (
 	"time"
 
 	"github.com/railgrid/railgrid-kcp/internal/providerprobe"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 const (
@@ -176,7 +176,7 @@ func (n *netns) start(t *testing.T, dir, name, bin string, args ...string) *test
 
 // waitReady runs the helper in the namespace until every URL is ready; a server that
 // exits meanwhile fails the test with its log.
-func (n *netns) waitReady(t *testing.T, p *pki, timeout time.Duration, procs []*testenv.Process, urls ...string) {
+func (n *netns) waitReady(t *testing.T, p *kcpFiles, timeout time.Duration, procs []*testenv.Process, urls ...string) {
 	t.Helper()
 	cert, key := p.client(t, p.clientCA, "ready-admin", "kcp-admin", "system:kcp:admin")
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
@@ -299,7 +299,7 @@ func TestProviderProbeAgainstRealKcp(t *testing.T) {
 		t.Cleanup(func() { copyLogs(t, dir, *keepLogs) })
 	}
 	probe := testenv.BuildProviderProbe(t, dir)
-	p := newPKI(t, dir)
+	p := newKcpFiles(t, dir)
 	ns := newNetns(t, hostsFile())
 
 	start := time.Now()
@@ -339,10 +339,7 @@ func TestProviderProbeAgainstRealKcp(t *testing.T) {
 	// Negatives, each from the same place: the system's roots do not know kcp's CA, and
 	// kcp refuses a client certificate of another CA.
 	system := ns.probe(t, probe, append([]string{"-kubeconfig", hub, "-trust", "system", "-ca-file", "", "-steps", "hub-identity"}, shardURLs...)...)
-	other, err := testenv.NewCA("another-client-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := pki.MustCA(t, "another-client-ca")
 	stranger := ns.probe(t, probe, append([]string{"-kubeconfig", hubKubeconfig(t, p, "stranger", other), "-ca-file", caFile, "-steps", "hub-identity"}, shardURLs...)...)
 	for name, r := range map[string]struct {
 		run  probeRun
@@ -364,14 +361,8 @@ func TestProviderProbeAgainstRealKcp(t *testing.T) {
 	// A pod whose names resolve to an edge that terminates TLS: the edge's certificate
 	// is not kcp's, and a client that trusted it anyway would reach the shards without
 	// its certificate, as nobody.
-	edgeCA, err := testenv.NewCA("edge-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	edgeCert, edgeKey := p.issue(t, edgeCA, "edge-server", &x509.Certificate{
-		Subject: pkix.Name{CommonName: "edge"}, DNSNames: []string{rootPublic, alphaPublic},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
+	edgeCA := pki.MustCA(t, "edge-ca")
+	edgeCert, edgeKey := p.writeCert(t, "edge-server", edgeCA.MustServerCert(t, []string{rootPublic, alphaPublic}, pki.CommonName("edge")))
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 const envSkip = "RAILGRID_SKIP_SIGNIN"

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
 // The images the jobs' containers run are the real node's (testenv.GcloudImage and

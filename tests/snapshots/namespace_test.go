@@ -14,8 +14,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // envChild names the JSON file that tells a re-executed test binary which scenario to

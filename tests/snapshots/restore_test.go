@@ -18,8 +18,8 @@ import (
 	"github.com/railgrid/railgrid-kcp/components/etcdjobs"
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/etcdrestore"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 // restoreFacts are what a restore scenario saw, for the test to check.

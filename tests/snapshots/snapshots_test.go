@@ -27,9 +27,9 @@ import (
 
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/planjobs"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
-	"github.com/railgrid/railgrid-kcp/tests/internal/planjobs"
-	"github.com/railgrid/railgrid-kcp/tests/internal/testenv"
 )
 
 const envSkip = "RAILGRID_SKIP_SNAPSHOTS"
@@ -84,7 +84,7 @@ func findTools(t *testing.T, root string) tools {
 const gcsURL = "http://127.0.0.1:4443"
 
 // jobPods are the pod specs the scenarios run, from the program's objects: the gke
-// plan's snapshot and drill CronJobs as one-off Jobs (tests/internal/planjobs, with the
+// plan's snapshot and drill CronJobs as one-off Jobs (internal/testkit/planjobs, with the
 // emulator's environment, as the end-to-end test runs them), and the etcd
 // StatefulSets' pod templates of both stacks; and the values the scenarios need from
 // the plans.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/railgrid/railgrid-kcp/config"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -98,8 +99,8 @@ func HealthyKcp(cfg *config.Config) KcpBehaviour {
 
 // Kcp is a fake kcp: one TLS server per owned Service (the front proxy, the root shard,
 // each shard), reached through DialService as verify reaches them. Server certificates
-// come from the PKI with the names the operator and the program give them; the front
-// proxy authenticates client certificates of the same PKI (the user is the CN, the
+// come from the CA with the names the operator and the program give them; the front
+// proxy authenticates client certificates of the same CA (the user is the CN, the
 // groups the O plus system:authenticated, as kcp's x509 authenticator reads them) and
 // answers 401 to anything else.
 type Kcp struct {
@@ -110,18 +111,18 @@ type Kcp struct {
 }
 
 // NewKcp starts the fake kcp of cfg.
-func NewKcp(t testing.TB, cfg *config.Config, pki *PKI, b KcpBehaviour) *Kcp {
+func NewKcp(t testing.TB, cfg *config.Config, ca *pki.CA, b KcpBehaviour) *Kcp {
 	t.Helper()
 	k := &Kcp{servers: map[string]*httptest.Server{}}
 	front := naming.FrontProxyDeployment(naming.FrontProxyName)
-	k.servers[naming.OwnedServiceName(naming.FrontProxyName)] = startKcpServer(t, pki, frontProxyHandler(pki, b), true,
+	k.servers[naming.OwnedServiceName(naming.FrontProxyName)] = startKcpServer(t, ca, frontProxyHandler(ca, b), true,
 		front, front+"."+naming.NamespaceKcp, naming.OperatorServiceHost(front), cfg.Kcp.FrontProxy.Hostname)
 	for _, s := range cfg.Kcp.AllShards() {
 		names := []string{"localhost", naming.OperatorServiceHost(naming.ShardDeployment(s.Name)), s.Hostname}
 		if s.Name == naming.RootShardName {
 			names = []string{naming.OperatorServiceHost(naming.RootShardDeployment(s.Name)), naming.OperatorServiceHost(front), s.Hostname}
 		}
-		k.servers[naming.OwnedServiceName(s.Name)] = startKcpServer(t, pki, shardHandler(b), false, names...)
+		k.servers[naming.OwnedServiceName(s.Name)] = startKcpServer(t, ca, shardHandler(b), false, names...)
 	}
 	return k
 }
@@ -149,16 +150,14 @@ func (k *Kcp) Dials() []string {
 	return slices.Compact(out)
 }
 
-func startKcpServer(t testing.TB, pki *PKI, h http.Handler, clientCerts bool, names ...string) *httptest.Server {
+func startKcpServer(t testing.TB, ca *pki.CA, h http.Handler, clientCerts bool, names ...string) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(h)
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, names...)}, MinVersion: tls.VersionTLS12}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serverTLS(t, ca, names...)}, MinVersion: tls.VersionTLS12}
 	if clientCerts {
 		// Like kube-apiserver: ask for a certificate, verify it in the authenticator, so
 		// a refused credential is a 401 rather than a failed handshake.
-		pool := x509.NewCertPool()
-		pool.AddCert(pki.CA)
-		srv.TLS.ClientAuth, srv.TLS.ClientCAs = tls.RequestClientCert, pool
+		srv.TLS.ClientAuth, srv.TLS.ClientCAs = tls.RequestClientCert, ca.Pool()
 	}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -173,9 +172,8 @@ func writeJSON(w http.ResponseWriter, status int, body string) {
 
 const unauthorized = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`
 
-func frontProxyHandler(pki *PKI, b KcpBehaviour) http.Handler {
-	pool := x509.NewCertPool()
-	pool.AddCert(pki.CA)
+func frontProxyHandler(ca *pki.CA, b KcpBehaviour) http.Handler {
+	pool := ca.Pool()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" {
 			w.WriteHeader(b.ReadyzStatus)
@@ -211,7 +209,7 @@ func frontProxyHandler(pki *PKI, b KcpBehaviour) http.Handler {
 	})
 }
 
-// authenticate reads the user from a client certificate the PKI issued for client
+// authenticate reads the user from a client certificate the CA issued for client
 // authentication, at the fixed clock of the tests.
 func authenticate(r *http.Request, pool *x509.CertPool) (user string, groups []string, ok bool) {
 	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {

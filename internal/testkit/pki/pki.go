@@ -1,14 +1,19 @@
-// Package testpki is the one PKI of the tests and the mock stack: certificate
-// authorities of their own and the server and client certificates they issue, ECDSA
-// P-256 throughout, and the PEM files a server or a config reads them from. It imports
-// nothing of this repository, so the mock stack (internal/mockstack), the verify fakes
-// (internal/verify/verifytest) and every test package can use it.
+// Package pki is the one PKI of the tests: certificate authorities of their own (CA),
+// self-signed or signed by another (Intermediate), the server and client certificates
+// they issue (Cert), ECDSA P-256 throughout, and the PEM files and bundles a server or a
+// config reads them from. Every test that needs a certificate makes it here: the verify
+// fakes (internal/testkit/verifytest), the servers of internal/testkit/testenv, the kcp
+// PKIs of tests/kcpadmin and tests/providerprobe, and the unit tests. It imports nothing
+// of this repository. The program never links it: the mock stack mints its fake
+// kubeconfig's certificates itself (internal/mockstack), and tests/testkit_test.go keeps
+// it so.
 //
 // A certificate is valid as its Options say; without one, a CA is valid from an hour ago
-// for a day and a leaf as long as its CA. Expired makes one that has expired, and NotACA
-// a self-signed certificate that is not a CA, for the refusals of a CA file that holds
-// none.
-package testpki
+// for a day and what a CA signs (a leaf or an intermediate) as long as that CA. Expired
+// makes one that has expired, and NotACA a self-signed certificate that is not a CA, for
+// the refusals of a CA file that holds none. Each constructor returns an error; the Must
+// forms fail the test instead.
+package pki
 
 import (
 	"crypto/ecdsa"
@@ -22,6 +27,8 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"path/filepath"
+	"testing"
 	"time"
 )
 
@@ -68,21 +75,51 @@ func CommonName(name string) Option {
 	return func(c *x509.Certificate) { c.Subject.CommonName = name }
 }
 
-// NewCA creates a CA named commonName, valid from an hour ago for a day unless an
-// Option says otherwise.
+// NewCA creates a self-signed CA named commonName, valid from an hour ago for a day
+// unless an Option says otherwise.
 func NewCA(commonName string, opts ...Option) (*CA, error) {
-	key, err := newKey()
-	if err != nil {
-		return nil, err
-	}
 	now := time.Now()
-	tmpl := &x509.Certificate{
+	tmpl := caTemplate(commonName)
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(24*time.Hour)
+	return newCA(tmpl, nil, opts)
+}
+
+// MustCA is NewCA that fails t on an error.
+func MustCA(t testing.TB, commonName string, opts ...Option) *CA {
+	t.Helper()
+	return must[*CA](t)(NewCA(commonName, opts...))
+}
+
+// Intermediate creates a CA named commonName that ca signs, as cert-manager's CA issuer
+// signs root-client-ca with root-ca; it is valid as long as ca unless an Option says
+// otherwise.
+func (ca *CA) Intermediate(commonName string, opts ...Option) (*CA, error) {
+	tmpl := caTemplate(commonName)
+	tmpl.NotBefore, tmpl.NotAfter = ca.Cert.NotBefore, ca.Cert.NotAfter
+	return newCA(tmpl, ca, opts)
+}
+
+// MustIntermediate is Intermediate that fails t on an error.
+func (ca *CA) MustIntermediate(t testing.TB, commonName string, opts ...Option) *CA {
+	t.Helper()
+	return must[*CA](t)(ca.Intermediate(commonName, opts...))
+}
+
+func caTemplate(commonName string) *x509.Certificate {
+	return &x509.Certificate{
 		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
+	}
+}
+
+// newCA signs tmpl, changed by opts, for a new key: by parent, or by the new key itself
+// when parent is nil.
+func newCA(tmpl *x509.Certificate, parent *CA, opts []Option) (*CA, error) {
+	key, err := newKey()
+	if err != nil {
+		return nil, err
 	}
 	for _, o := range opts {
 		o(tmpl)
@@ -90,7 +127,11 @@ func NewCA(commonName string, opts ...Option) (*CA, error) {
 	if tmpl.SerialNumber, err = serialNumber(); err != nil {
 		return nil, err
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	issuer, signer := tmpl, key
+	if parent != nil {
+		issuer, signer = parent.Cert, parent.Key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer, &key.PublicKey, signer)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +156,7 @@ func (ca *CA) Issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) 
 // ServerCert issues a serving certificate for names, each a DNS name or an IP address.
 func (ca *CA) ServerCert(names []string, opts ...Option) (*Cert, error) {
 	if len(names) == 0 {
-		return nil, errors.New("testpki: a server certificate needs a name")
+		return nil, errors.New("pki: a server certificate needs a name")
 	}
 	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: names[0]}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	for _, name := range names {
@@ -137,6 +178,18 @@ func (ca *CA) ClientCert(commonName string, groups []string, opts ...Option) (*C
 	}, opts...)
 }
 
+// MustServerCert is ServerCert that fails t on an error.
+func (ca *CA) MustServerCert(t testing.TB, names []string, opts ...Option) *Cert {
+	t.Helper()
+	return must[*Cert](t)(ca.ServerCert(names, opts...))
+}
+
+// MustClientCert is ClientCert that fails t on an error.
+func (ca *CA) MustClientCert(t testing.TB, commonName string, groups []string, opts ...Option) *Cert {
+	t.Helper()
+	return must[*Cert](t)(ca.ClientCert(commonName, groups, opts...))
+}
+
 // Pool is a certificate pool that holds the CA alone.
 func (ca *CA) Pool() *x509.CertPool {
 	pool := x509.NewCertPool()
@@ -147,8 +200,35 @@ func (ca *CA) Pool() *x509.CertPool {
 // WriteCA writes the CA's certificate to path.
 func (ca *CA) WriteCA(path string) error { return WriteFile(path, ca.PEM) }
 
+// CAFile writes the CA's certificate to dir/ca.crt and returns its path; it fails t on
+// an error.
+func (ca *CA) CAFile(t testing.TB, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "ca.crt")
+	if err := ca.WriteCA(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Bundle is the certificates of cas, in order, as one PEM bundle (a CA file that trusts
+// several CAs, or a chain).
+func Bundle(cas ...*CA) []byte {
+	var b []byte
+	for _, ca := range cas {
+		b = append(b, ca.PEM...)
+	}
+	return b
+}
+
 // TLS is the certificate and key as a TLS server or client presents them.
 func (c *Cert) TLS() (tls.Certificate, error) { return tls.X509KeyPair(c.CertPEM, c.KeyPEM) }
+
+// MustTLS is TLS that fails t on an error.
+func (c *Cert) MustTLS(t testing.TB) tls.Certificate {
+	t.Helper()
+	return must[tls.Certificate](t)(c.TLS())
+}
 
 // WriteFiles writes the certificate to certPath and the key to keyPath.
 func (c *Cert) WriteFiles(certPath, keyPath string) error {
@@ -195,6 +275,17 @@ func (ca *CA) issue(tmpl *x509.Certificate, opts ...Option) (*Cert, error) {
 		return nil, err
 	}
 	return &Cert{Cert: cert, CertPEM: certificatePEM(der), KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}, nil
+}
+
+// must returns a function that returns its value, or fails t with its error.
+func must[T any](t testing.TB) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
 }
 
 func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }

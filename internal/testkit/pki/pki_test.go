@@ -1,7 +1,8 @@
-package testpki
+package pki
 
 import (
 	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,5 +127,65 @@ func TestFilesAreWrittenForTheOwnerAlone(t *testing.T) {
 		if info.Mode().Perm() != 0o600 {
 			t.Errorf("%s has mode %v", p, info.Mode().Perm())
 		}
+	}
+}
+
+// An intermediate is a CA its parent signs, valid as long as its parent: a leaf it
+// issues verifies against the parent with the intermediate in the chain, and not
+// without it.
+func TestAnIntermediateChainsToItsParent(t *testing.T) {
+	root := MustCA(t, "root-ca")
+	mid := root.MustIntermediate(t, "root-client-ca")
+	if !mid.Cert.IsCA || mid.Cert.Issuer.CommonName != "root-ca" || !mid.Cert.NotAfter.Equal(root.Cert.NotAfter) {
+		t.Fatalf("intermediate: IsCA %v, issuer %s, valid until %s (root until %s)", mid.Cert.IsCA, mid.Cert.Issuer, mid.Cert.NotAfter, root.Cert.NotAfter)
+	}
+	leaf := mid.MustClientCert(t, "kcp-admin", []string{"system:kcp:admin"})
+	intermediates := x509.NewCertPool()
+	intermediates.AddCert(mid.Cert)
+	opts := x509.VerifyOptions{Roots: root.Pool(), Intermediates: intermediates, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	if _, err := leaf.Cert.Verify(opts); err != nil {
+		t.Errorf("the leaf does not verify through the intermediate: %v", err)
+	}
+	opts.Intermediates = nil
+	if _, err := leaf.Cert.Verify(opts); err == nil {
+		t.Error("the leaf verifies against the root without the intermediate")
+	}
+}
+
+// Bundle holds the CAs' certificates in order; CAFile writes one CA as dir/ca.crt.
+func TestBundleAndCAFile(t *testing.T) {
+	a, b := MustCA(t, "a"), MustCA(t, "b")
+	var got []string
+	for rest := Bundle(a, b); ; {
+		var block *pem.Block
+		if block, rest = pem.Decode(rest); block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, c.Subject.CommonName)
+	}
+	if !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("bundle holds %v, want [a b]", got)
+	}
+	path := a.CAFile(t, t.TempDir())
+	data, err := os.ReadFile(path)
+	if err != nil || filepath.Base(path) != "ca.crt" || string(data) != string(a.PEM) {
+		t.Errorf("CAFile wrote %s: %v", path, err)
+	}
+}
+
+// The Must forms give what their error-returning forms give; a server certificate's
+// TLS pair is its certificate.
+func TestMustForms(t *testing.T) {
+	ca := MustCA(t, "ca", CommonName("renamed"))
+	if ca.Cert.Subject.CommonName != "renamed" {
+		t.Errorf("MustCA ignored its option: %s", ca.Cert.Subject)
+	}
+	pair := ca.MustServerCert(t, []string{"a.example.com"}).MustTLS(t)
+	if pair.Leaf == nil || pair.Leaf.DNSNames[0] != "a.example.com" {
+		t.Errorf("TLS pair leaf %v", pair.Leaf)
 	}
 }

@@ -13,11 +13,11 @@ import (
 // PauseImageRef is the sandbox image containerd is told to use; the kubelet never pulls it.
 const PauseImageRef = "registry.k8s.io/pause:3.10"
 
-// BuildPause builds the pause command (tests/internal/pause) into dir and returns its path.
+// BuildPause builds the pause command (internal/testkit/pause) into dir and returns its path.
 func BuildPause(t *testing.T, dir string) string {
 	t.Helper()
 	out := filepath.Join(dir, "pause")
-	cmd := exec.Command("go", "build", "-o", out, "./tests/internal/pause")
+	cmd := exec.Command("go", "build", "-o", out, "./internal/testkit/pause")
 	cmd.Dir = RepoRoot(t)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {

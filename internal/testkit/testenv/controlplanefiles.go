@@ -9,12 +9,14 @@ import (
 	"net"
 	"path/filepath"
 
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
-// PKI holds the files a test's control plane is started with: a CA, a serving
-// certificate for the API server on loopback, and the service-account signing key pair.
-type PKI struct {
+// ControlPlaneFiles are the files a test's control plane is started with, made with the
+// tests' PKI (internal/testkit/pki): a CA, a serving certificate for the API server on
+// loopback, a client certificate for calling kubelets, and the service-account signing
+// key pair.
+type ControlPlaneFiles struct {
 	// CAPEM is the CA certificate; CAFile holds it (--client-ca-file, --root-ca-file).
 	CAPEM  []byte
 	CAFile string
@@ -26,21 +28,14 @@ type PKI struct {
 	// calls a real node's kubelet (logs, exec), in group system:masters.
 	KubeletClientCert, KubeletClientKey string
 
-	caPool *x509.CertPool
+	ca *pki.CA
 }
 
-// CA is a certificate authority of a test's own (testpki.CA): its Issue signs a
-// certificate from a template, valid as long as the CA.
-type CA = testpki.CA
-
-// NewCA creates a CA valid from an hour ago for a day.
-func NewCA(commonName string) (*CA, error) { return testpki.NewCA(commonName) }
-
-// writePKI creates a CA named after the test, a serving certificate for 127.0.0.1 and
-// the further addresses the API server serves on, a client certificate for calling
-// kubelets, both signed by it, and a service-account signing key pair, in dir.
-func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
-	ca, err := NewCA("railgrid-kcp-" + name + "-ca")
+// writeControlPlaneFiles creates a CA named after the test, a serving certificate for
+// 127.0.0.1 and the further addresses the API server serves on, a client certificate for
+// calling kubelets, both signed by it, and a service-account signing key pair, in dir.
+func writeControlPlaneFiles(dir, name string, addresses ...net.IP) (*ControlPlaneFiles, error) {
+	ca, err := pki.NewCA("railgrid-kcp-" + name + "-ca")
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +44,7 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 		names = append(names, ip.String())
 	}
 	names = append(names, "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
-	serving, err := ca.ServerCert(names, testpki.CommonName("kube-apiserver"))
+	serving, err := ca.ServerCert(names, pki.CommonName("kube-apiserver"))
 	if err != nil {
 		return nil, err
 	}
@@ -61,14 +56,14 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &PKI{
+	p := &ControlPlaneFiles{
 		CAPEM:       ca.PEM,
 		CAFile:      filepath.Join(dir, "ca.crt"),
 		ServingCert: filepath.Join(dir, "serving.crt"),
 		ServingKey:  filepath.Join(dir, "serving.key"),
 		SAPublic:    filepath.Join(dir, "sa.pub"),
 		SAPrivate:   filepath.Join(dir, "sa.key"),
-		caPool:      ca.Pool(),
+		ca:          ca,
 
 		KubeletClientCert: filepath.Join(dir, "kubelet-client.crt"),
 		KubeletClientKey:  filepath.Join(dir, "kubelet-client.key"),
@@ -92,7 +87,7 @@ func writePKI(dir, name string, addresses ...net.IP) (*PKI, error) {
 		p.KubeletClientKey:  kubeletClient.KeyPEM,
 	}
 	for path, data := range files {
-		if err := testpki.WriteFile(path, data); err != nil {
+		if err := pki.WriteFile(path, data); err != nil {
 			return nil, err
 		}
 	}

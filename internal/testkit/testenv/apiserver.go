@@ -63,7 +63,7 @@ type APIServer struct {
 	Token string
 	// PKI holds the CA and keys the API server runs with; controllers that sign
 	// service-account tokens or publish the root CA need them too.
-	PKI *PKI
+	PKI *ControlPlaneFiles
 	// Process and Etcd are the running servers.
 	Process, Etcd *Process
 
@@ -84,30 +84,60 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 	etcdClient, etcdPeer, apiPort := ports[0], ports[1], freePortsOn(t, bind, 1)[0]
 	s := &APIServer{Host: "https://" + net.JoinHostPort(bind, strconv.Itoa(apiPort)), name: opts.Name}
 
-	var extraIPs []net.IP
-	if bind != Loopback {
-		// Pods reach it at the kubernetes Service's ClusterIP, the first of the range.
-		svc, err := netip.ParsePrefix(opts.ServiceCIDR)
-		if err != nil {
-			t.Fatalf("service range %q: %v", opts.ServiceCIDR, err)
-		}
-		extraIPs = append(extraIPs, net.ParseIP(bind), net.IP(svc.Masked().Addr().Next().AsSlice()))
-	}
-	pki, err := writePKI(opts.Dir, opts.Name, extraIPs...)
+	files, err := writeControlPlaneFiles(opts.Dir, opts.Name, servingIPs(t, bind, opts.ServiceCIDR)...)
 	if err != nil {
 		t.Fatalf("generating certificates: %v", err)
 	}
-	s.PKI = pki
+	s.PKI = files
 	s.Token = RandomHex(t, 32)
-	tokenFile := filepath.Join(opts.Dir, "tokens.csv")
-	user := s.adminUser()
-	if err := os.WriteFile(tokenFile, []byte(s.Token+","+user+","+user+`,"system:masters"`+"\n"), 0o600); err != nil {
+	tokenFile := writeTokenFile(t, opts.Dir, s.Token, s.adminUser())
+
+	var etcdURL string
+	s.Etcd, etcdURL = startEtcd(t, ctx, opts, etcdClient, etcdPeer)
+	args := apiServerArgs(t, opts, bind, apiPort, etcdURL, files, tokenFile)
+	s.Process = StartProcess(t, "kube-apiserver", opts.KubeAPIServer, filepath.Join(opts.Dir, "kube-apiserver.log"), args...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kube-apiserver log (last lines):\n%s", s.Process.Tail(30))
+		}
+	})
+	s.waitReady(t, ctx)
+	return s
+}
+
+// servingIPs are the addresses the API server's certificate names besides Loopback: none
+// on loopback; on bind, and on the kubernetes Service's ClusterIP (the first of
+// serviceCIDR), where pods reach it, otherwise.
+func servingIPs(t *testing.T, bind, serviceCIDR string) []net.IP {
+	t.Helper()
+	if bind == Loopback {
+		return nil
+	}
+	svc, err := netip.ParsePrefix(serviceCIDR)
+	if err != nil {
+		t.Fatalf("service range %q: %v", serviceCIDR, err)
+	}
+	return []net.IP{net.ParseIP(bind), net.IP(svc.Masked().Addr().Next().AsSlice())}
+}
+
+// writeTokenFile writes the API server's static token file, which makes token the
+// bearer token of user in group system:masters, into dir and returns its path.
+func writeTokenFile(t *testing.T, dir, token, user string) string {
+	t.Helper()
+	path := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(path, []byte(token+","+user+","+user+`,"system:masters"`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
 
-	clientURL := "http://" + net.JoinHostPort(Loopback, strconv.Itoa(etcdClient))
-	peerURL := "http://" + net.JoinHostPort(Loopback, strconv.Itoa(etcdPeer))
-	etcdArgs := []string{
+// startEtcd starts a one-member etcd on loopback's clientPort and peerPort and waits
+// until it is healthy; it returns the process and the client URL.
+func startEtcd(t *testing.T, ctx context.Context, opts APIServerOptions, clientPort, peerPort int) (*Process, string) {
+	t.Helper()
+	clientURL := "http://" + net.JoinHostPort(Loopback, strconv.Itoa(clientPort))
+	peerURL := "http://" + net.JoinHostPort(Loopback, strconv.Itoa(peerPort))
+	args := []string{
 		"--name=" + opts.Name,
 		"--data-dir=" + filepath.Join(opts.Dir, "etcd"),
 		"--listen-client-urls=" + clientURL,
@@ -121,10 +151,10 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 	}
 	if etcdSupports(opts.Etcd, "--unsafe-no-fsync") {
 		// The data is thrown away with the test.
-		etcdArgs = append(etcdArgs, "--unsafe-no-fsync")
+		args = append(args, "--unsafe-no-fsync")
 	}
-	s.Etcd = StartProcess(t, "etcd", opts.Etcd, filepath.Join(opts.Dir, "etcd.log"), etcdArgs...)
-	if err := WaitFor(ctx, 60*time.Second, s.Etcd, func() (bool, error) {
+	etcd := StartProcess(t, "etcd", opts.Etcd, filepath.Join(opts.Dir, "etcd.log"), args...)
+	if err := WaitFor(ctx, 60*time.Second, etcd, func() (bool, error) {
 		resp, err := http.Get(clientURL + "/health")
 		if err != nil {
 			return false, nil
@@ -132,23 +162,29 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 		defer resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	}); err != nil {
-		t.Fatalf("etcd did not become healthy: %v\n%s", err, s.Etcd.Tail(40))
+		t.Fatalf("etcd did not become healthy: %v\n%s", err, etcd.Tail(40))
 	}
+	return etcd, clientURL
+}
 
+// apiServerArgs are kube-apiserver's arguments: etcd at etcdURL, serving on bind:port
+// with files' certificates, the admin's token in tokenFile, and what opts turn on.
+func apiServerArgs(t *testing.T, opts APIServerOptions, bind string, port int, etcdURL string, files *ControlPlaneFiles, tokenFile string) []string {
+	t.Helper()
 	args := []string{
-		"--etcd-servers=" + clientURL,
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=" + bind,
 		"--advertise-address=" + bind,
-		"--secure-port=" + strconv.Itoa(apiPort),
+		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + filepath.Join(opts.Dir, "certs"),
-		"--tls-cert-file=" + pki.ServingCert,
-		"--tls-private-key-file=" + pki.ServingKey,
-		"--client-ca-file=" + pki.CAFile,
+		"--tls-cert-file=" + files.ServingCert,
+		"--tls-private-key-file=" + files.ServingKey,
+		"--client-ca-file=" + files.CAFile,
 		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + pki.SAPublic,
-		"--service-account-signing-key-file=" + pki.SAPrivate,
+		"--service-account-key-file=" + files.SAPublic,
+		"--service-account-signing-key-file=" + files.SAPrivate,
 		"--service-cluster-ip-range=" + opts.ServiceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
@@ -169,32 +205,41 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 		args = append(args, "--endpoint-reconciler-type=none")
 	} else {
 		args = append(args,
-			"--kubelet-client-certificate="+pki.KubeletClientCert,
-			"--kubelet-client-key="+pki.KubeletClientKey,
+			"--kubelet-client-certificate="+files.KubeletClientCert,
+			"--kubelet-client-key="+files.KubeletClientKey,
 			// The node's name does not resolve here; its InternalIP is the bridge's address.
 			"--kubelet-preferred-address-types=InternalIP",
 		)
 	}
 	if opts.DefaultNodeSelector != "" {
-		admission := filepath.Join(opts.Dir, "admission.yaml")
-		selectorConfig := filepath.Join(opts.Dir, "podnodeselector.yaml")
-		if err := os.WriteFile(selectorConfig, []byte("podNodeSelectorPluginConfig:\n  clusterDefaultNodeSelector: "+strconv.Quote(opts.DefaultNodeSelector)+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(admission, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodNodeSelector\n  path: "+selectorConfig+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		admission := writePodNodeSelectorAdmission(t, opts.Dir, opts.DefaultNodeSelector)
 		args = append(args, "--enable-admission-plugins=PodNodeSelector", "--admission-control-config-file="+admission)
 	}
-	s.Process = StartProcess(t, "kube-apiserver", opts.KubeAPIServer, filepath.Join(opts.Dir, "kube-apiserver.log"), args...)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("kube-apiserver log (last lines):\n%s", s.Process.Tail(30))
-		}
-	})
+	return args
+}
 
+// writePodNodeSelectorAdmission writes an admission configuration whose PodNodeSelector
+// plugin gives selector to every pod of a namespace without its own, into dir, and
+// returns its path.
+func writePodNodeSelectorAdmission(t *testing.T, dir, selector string) string {
+	t.Helper()
+	admission := filepath.Join(dir, "admission.yaml")
+	selectorConfig := filepath.Join(dir, "podnodeselector.yaml")
+	if err := os.WriteFile(selectorConfig, []byte("podNodeSelectorPluginConfig:\n  clusterDefaultNodeSelector: "+strconv.Quote(selector)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(admission, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n- name: PodNodeSelector\n  path: "+selectorConfig+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return admission
+}
+
+// waitReady waits until the admin's GET /readyz answers 200, for up to three minutes or
+// until the API server exits.
+func (s *APIServer) waitReady(t *testing.T, ctx context.Context) {
+	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pki.caPool, MinVersion: tls.VersionTLS12},
+		TLSClientConfig: &tls.Config{RootCAs: s.PKI.ca.Pool(), MinVersion: tls.VersionTLS12},
 	}}
 	defer client.CloseIdleConnections()
 	var last string
@@ -213,7 +258,6 @@ func StartAPIServer(t *testing.T, ctx context.Context, opts APIServerOptions) *A
 	}); err != nil {
 		t.Fatalf("kube-apiserver did not become ready: %v (last /readyz: %s)\n%s", err, last, s.Process.Tail(40))
 	}
-	return s
 }
 
 func (s *APIServer) adminUser() string { return s.name + "-admin" }

@@ -1,14 +1,16 @@
-// Package verifytest builds the fakes the verify tests run against: a healthy cluster
-// (client-go fake clientset and fake dynamic client), a scripted DNS probe, a test PKI,
-// hub kubeconfigs, a TLS edge that answers like kcp, and a fake kcp behind the owned
-// Services (kcp.go). Nothing here needs a cluster or a network beyond the loopback
-// listeners of httptest.
+// Package verifytest builds the fakes the verify tests (internal/verify, cmd/verify) run
+// against, which tests/kcpadmin and internal/providerprobe use too: a healthy cluster
+// (client-go fake clientset and fake dynamic client), a scripted DNS probe, hub
+// kubeconfigs, a TLS edge that answers like kcp, a fake kcp behind the owned Services
+// (kcp.go), a fake kubelet's port-forward (kubelet.go) and a scripted provider probe
+// (providerprobe.go). Their certificates come from a CA of the tests' PKI
+// (internal/testkit/pki) that NewCA makes. Nothing here needs a cluster or a network
+// beyond the loopback listeners of httptest.
 package verifytest
 
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -32,7 +34,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 	"github.com/railgrid/railgrid-kcp/internal/verify"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -90,7 +92,9 @@ var Now = time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)
 type Cluster struct {
 	Kube    *kubefake.Clientset
 	Dynamic *dynamicfake.FakeDynamicClient
-	PKI     *PKI
+	// CA issued the hub kubeconfig's client certificate and is the serving certificates'
+	// CA in their Secrets.
+	CA *pki.CA
 }
 
 // NewHealthyCluster returns a cluster where every check passes: workloads rolled out,
@@ -98,7 +102,7 @@ type Cluster struct {
 // client certificate is valid for another 365 days from Now.
 func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 	t.Helper()
-	pki := NewPKI(t)
+	ca := NewCA(t)
 	var objs []runtime.Object
 	addDeployment := func(ns, name string, replicas int32) {
 		objs = append(objs, Deployment(ns, name, replicas))
@@ -118,9 +122,9 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 	}
 	addDeployment(naming.NamespaceKcp, naming.FrontProxyDeployment(naming.FrontProxyName), int32(cfg.Kcp.FrontProxy.Replicas))
 
-	cert, key := pki.ClientCert(t, naming.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
-	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost()+verify.RootWorkspacePath, pki.CAPEM, cert, key)))
-	objs = append(objs, ServingCertificateSecrets(cfg, pki.CAPEM)...)
+	cert := AdminCert(t, ca, naming.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
+	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost()+verify.RootWorkspacePath, ca.PEM, cert.CertPEM, cert.KeyPEM)))
+	objs = append(objs, ServingCertificateSecrets(cfg, ca.PEM)...)
 
 	crs := []runtime.Object{KcpObject("RootShard", naming.RootShardName, "True", "ReplicasUp", "")}
 	for _, s := range cfg.Kcp.Shards {
@@ -136,7 +140,7 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 			verify.GVRRootShard: "RootShardList", verify.GVRShard: "ShardList",
 			verify.GVRFrontProxy: "FrontProxyList", verify.GVRKubeconfig: "KubeconfigList",
 		}, crs...),
-		PKI: pki,
+		CA: ca,
 	}
 }
 
@@ -223,64 +227,25 @@ func Kubeconfig(t testing.TB, server string, caPEM, certPEM, keyPEM []byte) []by
 	return out
 }
 
-// PKI is a test CA (testpki), valid around both the fixed clock (Now) and the real one
-// (TLS handshakes).
-type PKI struct {
-	CA    *x509.Certificate
-	CAPEM []byte
-	ca    *testpki.CA
+// NewCA creates the tests' CA, valid around both the fixed clock (Now) and the real one
+// (TLS handshakes): from 2000 to 2100.
+func NewCA(t testing.TB) *pki.CA {
+	t.Helper()
+	return pki.MustCA(t, "verify-test-ca", pki.Valid(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)))
 }
 
-// NewPKI creates a self-signed CA.
-func NewPKI(t testing.TB) *PKI {
+// AdminCert is a client certificate of ca for user cn in the hub's group, valid from
+// notBefore until notAfter.
+func AdminCert(t testing.TB, ca *pki.CA, cn string, notBefore, notAfter time.Time) *pki.Cert {
 	t.Helper()
-	ca, err := testpki.NewCA("verify-test-ca", testpki.Valid(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &PKI{CA: ca.Cert, CAPEM: ca.PEM, ca: ca}
+	return ca.MustClientCert(t, cn, []string{naming.KubeconfigAdminGroup}, pki.Valid(notBefore, notAfter))
 }
 
-// ClientCert issues a client certificate in the hub's group; it returns the certificate
-// and key as PEM.
-func (p *PKI) ClientCert(t testing.TB, cn string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
+// serverTLS is a server certificate of ca for hosts, valid around the real clock (the TLS
+// stack checks it against time.Now, not Now).
+func serverTLS(t testing.TB, ca *pki.CA, hosts ...string) tls.Certificate {
 	t.Helper()
-	return p.ClientCertInGroups(t, cn, []string{naming.KubeconfigAdminGroup}, notBefore, notAfter)
-}
-
-// ClientCertInGroups issues a client certificate for user cn in groups (its O).
-func (p *PKI) ClientCertInGroups(t testing.TB, cn string, groups []string, notBefore, notAfter time.Time) (certPEM, keyPEM []byte) {
-	t.Helper()
-	c, err := p.ca.ClientCert(cn, groups, testpki.Valid(notBefore, notAfter))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.CertPEM, c.KeyPEM
-}
-
-// ServerCert issues a server certificate for hosts, valid around the real clock (the
-// TLS stack checks it against time.Now).
-func (p *PKI) ServerCert(t testing.TB, hosts ...string) tls.Certificate {
-	t.Helper()
-	c, err := p.ca.ServerCert(hosts, testpki.Valid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := c.TLS()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pair
-}
-
-// WriteCA writes the CA certificate to a file in dir and returns its path.
-func (p *PKI) WriteCA(t testing.TB, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "ca.pem")
-	if err := p.ca.WriteCA(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return ca.MustServerCert(t, hosts, pki.Valid(time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))).MustTLS(t)
 }
 
 // DNSRunner is a scripted PodRunner: it answers nslookup for each host the probe asks
@@ -357,8 +322,8 @@ func HealthyEdge() EdgeBehaviour {
 }
 
 // NewEdge starts a TLS server on the loopback interface that serves every kcp hostname
-// of cfg with a certificate from pki, routing by Host like the ingress does.
-func NewEdge(t testing.TB, cfg *config.Config, pki *PKI, b EdgeBehaviour) *httptest.Server {
+// of cfg with a certificate from ca, routing by Host like the ingress does.
+func NewEdge(t testing.TB, cfg *config.Config, ca *pki.CA, b EdgeBehaviour) *httptest.Server {
 	t.Helper()
 	front := cfg.Kcp.FrontProxy.Hostname
 	hosts := []string{front}
@@ -387,7 +352,7 @@ func NewEdge(t testing.TB, cfg *config.Config, pki *PKI, b EdgeBehaviour) *httpt
 			http.NotFound(w, r)
 		}
 	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pki.ServerCert(t, hosts...)}, MinVersion: tls.VersionTLS12}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{serverTLS(t, ca, hosts...)}, MinVersion: tls.VersionTLS12}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv

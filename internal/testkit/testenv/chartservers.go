@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/railgrid/railgrid-kcp/config"
-	"github.com/railgrid/railgrid-kcp/internal/testpki"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 // Chart mirrors on loopback, as an air-gapped cluster's users run them (the chart
@@ -42,7 +42,7 @@ func (r *ChartRepository) Source() config.ChartSource {
 // ServeChartRepository packages each chart directory with helm, indexes them with
 // `helm repo index --url` and serves index.yaml and the archives over https on
 // 127.0.0.1, with a certificate issued by ca.
-func ServeChartRepository(t *testing.T, ctx context.Context, helm Helm, ca *CA, charts ...string) *ChartRepository {
+func ServeChartRepository(t *testing.T, ctx context.Context, helm Helm, ca *pki.CA, charts ...string) *ChartRepository {
 	t.Helper()
 	dir := t.TempDir()
 	served := filepath.Join(dir, "repository")
@@ -60,7 +60,7 @@ func ServeChartRepository(t *testing.T, ctx context.Context, helm Helm, ca *CA, 
 		logger.Printf("%s %s", req.Method, req.URL)
 		files.ServeHTTP(w, req)
 	}))
-	r := &ChartRepository{URL: "https://" + host, CAFile: writeCAFile(t, dir, ca)}
+	r := &ChartRepository{URL: "https://" + host, CAFile: ca.CAFile(t, dir)}
 	// The index lists each archive at its URL on this server, so it is written once the
 	// port is known; nothing asks for it before this function returns.
 	if _, err := helm.Run(ctx, "repo", "index", served, "--url", r.URL); err != nil {
@@ -93,12 +93,12 @@ const chartRegistryPath = "charts"
 
 // ServeChartRegistry serves an OCI registry over https on 127.0.0.1, with a certificate
 // issued by ca, and pushes each chart directory into it, packaged, with `helm push`.
-func ServeChartRegistry(t *testing.T, ctx context.Context, helm Helm, ca *CA, charts ...string) *ChartRegistry {
+func ServeChartRegistry(t *testing.T, ctx context.Context, helm Helm, ca *pki.CA, charts ...string) *ChartRegistry {
 	t.Helper()
 	dir := t.TempDir()
 	logger := log.New(&SyncBuffer{}, "", log.Ltime)
 	host := serveTLS(t, "chart registry", ca, logger, registry.New(registry.Logger(logger)))
-	r := &ChartRegistry{Repository: config.OCIScheme + host + "/" + chartRegistryPath, CAFile: writeCAFile(t, dir, ca)}
+	r := &ChartRegistry{Repository: config.OCIScheme + host + "/" + chartRegistryPath, CAFile: ca.CAFile(t, dir)}
 	for _, chart := range charts {
 		archive, err := helm.Package(ctx, chart, dir)
 		if err != nil {
@@ -139,7 +139,7 @@ func ServeKindCharts(t *testing.T, ctx context.Context, helm Helm, dir, crdsDir,
 	if err != nil {
 		t.Fatalf("writing Envoy Gateway's chart: %v", err)
 	}
-	ca, err := NewCA("railgrid-kcp-chart-mirrors-ca")
+	ca, err := pki.NewCA("railgrid-kcp-chart-mirrors-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,9 +153,9 @@ func ServeKindCharts(t *testing.T, ctx context.Context, helm Helm, dir, crdsDir,
 // 127.0.0.1 issued by ca, until the test ends, and returns the address (host:port).
 // logger, which writes to a SyncBuffer, takes the server's errors (failed TLS handshakes)
 // beside what the handler logs; the test shows them if it fails.
-func serveTLS(t *testing.T, what string, ca *CA, logger *log.Logger, handler http.Handler) string {
+func serveTLS(t *testing.T, what string, ca *pki.CA, logger *log.Logger, handler http.Handler) string {
 	t.Helper()
-	serving, err := ca.ServerCert([]string{Loopback}, testpki.CommonName(what))
+	serving, err := ca.ServerCert([]string{Loopback}, pki.CommonName(what))
 	if err != nil {
 		t.Fatalf("issuing the %s's certificate: %v", what, err)
 	}
@@ -184,14 +184,4 @@ func serveTLS(t *testing.T, what string, ca *CA, logger *log.Logger, handler htt
 		}
 	})
 	return l.Addr().String()
-}
-
-// writeCAFile writes ca's certificate into dir/ca.crt and returns its path.
-func writeCAFile(t *testing.T, dir string, ca *CA) string {
-	t.Helper()
-	path := filepath.Join(dir, "ca.crt")
-	if err := ca.WriteCA(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }

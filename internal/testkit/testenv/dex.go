@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -23,6 +21,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"golang.org/x/crypto/bcrypt"
 	"sigs.k8s.io/yaml"
+
+	"github.com/railgrid/railgrid-kcp/internal/testkit/pki"
 )
 
 // DexConfig is the configuration of a Dex that signs users in with the password grant:
@@ -248,21 +248,16 @@ func dexClient(caPEM []byte, dial func(ctx context.Context, network, addr string
 // writeDexServingCertificate makes a CA named after name and a serving certificate for
 // Loopback signed by it, and writes the certificate, its key and the CA.
 func writeDexServingCertificate(name, certFile, keyFile, caFile string) (caPEM []byte, err error) {
-	ca, err := NewCA("railgrid-kcp-" + name + "-dex-ca")
+	ca, err := pki.NewCA("railgrid-kcp-" + name + "-dex-ca")
 	if err != nil {
 		return nil, err
 	}
-	cert, key, err := ca.Issue(&x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "dex"},
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.ParseIP(Loopback)},
-	})
+	serving, err := ca.ServerCert([]string{Loopback}, pki.CommonName("dex"))
 	if err != nil {
 		return nil, err
 	}
-	for path, data := range map[string][]byte{certFile: cert, keyFile: key, caFile: ca.PEM} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
+	for path, data := range map[string][]byte{certFile: serving.CertPEM, keyFile: serving.KeyPEM, caFile: ca.PEM} {
+		if err := pki.WriteFile(path, data); err != nil {
 			return nil, err
 		}
 	}
