@@ -164,7 +164,7 @@ func TestChartRepositoryPasswordIsNotShown(t *testing.T) {
 	} {
 		values := stackValues(t, "kind")
 		// With a CA file, which is refused for an oci:// repository and names it.
-		setIn(values, "kind", "envoyGatewayChart", map[string]any{"repository": repository, "caFile": "testdata/chart-ca/not-pem.txt"})
+		setIn(values, "kind", "envoyGatewayChart", map[string]any{"repository": repository, "caFile": "../config/testdata/chart-ca/not-pem.txt"})
 		_, err := runValues(t, "kind", values, mockstack.Options{})
 		require.Error(t, err, repository)
 		require.Contains(t, err.Error(), "kind.envoyGatewayChart.repository", repository)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
@@ -42,25 +41,4 @@ func hostsLines(t *testing.T, rec *mockstack.Recording) []string {
 	t.Helper()
 	hosts := getString(t, inputs(object(t, rec, "ConfigMap", naming.SplitHorizonHostsConfigMap)), "data.hosts")
 	return strings.Split(strings.TrimSpace(hosts), "\n")
-}
-
-// On GKE the issuer is public: kind.issuerClusterIP is refused with that reason alone,
-// not as one more key of the kind section.
-func TestIssuerClusterIPOnGKEIsRefusedWithItsOwnReason(t *testing.T) {
-	values := stackValues(t, "gke")
-	setIn(values, "kind", "issuerClusterIP", "34.118.224.110")
-	_, err := config.FromValues(encode(t, values))
-	var invalid config.Errors
-	require.ErrorAs(t, err, &invalid)
-	require.Len(t, invalid, 1, "%v", err)
-	require.Equal(t, "issuer-cluster-ip-gke", invalid[0].RuleID)
-
-	setIn(values, "kind", "context", "kind-railgrid-kcp")
-	_, err = config.FromValues(encode(t, values))
-	require.ErrorAs(t, err, &invalid)
-	rules := map[string]string{}
-	for _, fe := range invalid {
-		rules[fe.Key] = fe.RuleID
-	}
-	require.Equal(t, map[string]string{"kind.issuerClusterIP": "issuer-cluster-ip-gke", "kind": "other-platform-section"}, rules, "%v", err)
 }

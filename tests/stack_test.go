@@ -122,6 +122,65 @@ func splitPath(path string) []string {
 	return parts
 }
 
+// setIn changes one value of a stackValues tree: top is a top-level key of the project,
+// path is dotted with [i] indexes inside it. A missing mapping on the way is created.
+func setIn(values map[string]any, top, path string, value any) {
+	node, ok := values[key(top)].(map[string]any)
+	if !ok {
+		node = map[string]any{}
+		values[key(top)] = node
+	}
+	setPath(node, splitPath(path), value)
+}
+
+func setPath(node any, parts []string, value any) {
+	switch n := node.(type) {
+	case map[string]any:
+		if len(parts) == 1 {
+			n[parts[0]] = value
+			return
+		}
+		next, ok := n[parts[0]]
+		if !ok {
+			next = map[string]any{}
+			n[parts[0]] = next
+		}
+		setPath(next, parts[1:], value)
+	case []any:
+		var idx int
+		for _, c := range parts[0] {
+			idx = idx*10 + int(c-'0')
+		}
+		if len(parts) == 1 {
+			n[idx] = value
+			return
+		}
+		setPath(n[idx], parts[1:], value)
+	}
+}
+
+// addShard appends a shard to the kcp section.
+func addShard(values map[string]any, name, hostname, clusterIP string) {
+	kcp := values[key("kcp")].(map[string]any)
+	kcp["shards"] = append(kcp["shards"].([]any), map[string]any{"name": name, "hostname": hostname, "clusterIP": clusterIP, "replicas": 1})
+}
+
+// encode turns stackValues trees into the strings the engine passes.
+func encode(t *testing.T, values map[string]any) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for k, v := range values {
+		if s, ok := v.(string); ok {
+			out[k] = s
+			continue
+		}
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		out[k] = string(b)
+	}
+	return out
+}
+
 // runValues runs the composition for edited stack values.
 func runValues(t *testing.T, stack string, values map[string]any, opts mockstack.Options) (*mockstack.Recording, error) {
 	t.Helper()

@@ -73,7 +73,7 @@ func TestUserKubeconfigSignsInWithOIDCThroughTheFrontProxy(t *testing.T) {
 // With the issuer's CA in the config, kubelogin gets it too.
 func TestUserKubeconfigCarriesTheIssuerCAForKubelogin(t *testing.T) {
 	for _, stack := range stacks {
-		rec, err := runValues(t, stack, withIssuerCA(t, stack, issuerCAs.chain), mockstack.Options{})
+		rec, err := runValues(t, stack, withIssuerCA(t, stack, issuerCAChain), mockstack.Options{})
 		require.NoError(t, err)
 		out := userKubeconfig(t, rec)
 		kc, err := clientcmd.Load([]byte(out))
@@ -89,7 +89,7 @@ func TestUserKubeconfigCarriesTheIssuerCAForKubelogin(t *testing.T) {
 		require.Len(t, caData, 1, "%s: %v", stack, user.Exec.Args)
 		decoded, err := base64.StdEncoding.DecodeString(caData[0])
 		require.NoError(t, err)
-		require.Equal(t, issuerCAs.chain, string(decoded))
+		require.Equal(t, issuerCAChain, string(decoded))
 		requireNoCredential(t, out)
 	}
 }
