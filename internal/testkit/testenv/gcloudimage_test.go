@@ -83,7 +83,7 @@ func sdkRoot(t *testing.T) string {
 // run: each tool of GcloudImageTools reachable through the image's PATH, down its links,
 // as a file in the image; every ELF file's interpreter and libraries in it too; gcloud
 // at the SDK's bin directory on PATH; the users; one uncompressed layer under the name
-// the plan uses. It logs the write time and the sizes (docs/testing.md has the figures).
+// the plan uses. It logs the write time and the sizes.
 func TestGcloudImageHoldsTheToolsGcloudAndTheirLibraries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes an image of a few hundred MB")
