@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/emptypb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -142,14 +145,8 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 		t.Fatal(err)
 	}
 	n.containerdArgs = []string{"--config=" + filepath.Join(dir, "containerd", "config.toml")}
-	n.containerd, err = LaunchProcess("containerd", opts.Bins.Containerd, filepath.Join(dir, "containerd.log"), nil, n.containerdArgs...)
-	if err != nil {
+	if err := n.startContainerd(ctx, "containerd.log"); err != nil {
 		t.Fatal(err)
-	}
-	if err := WaitFor(ctx, time.Minute, n.containerd, func() (bool, error) {
-		return exec.Command(opts.Bins.Ctr, "--address", n.socket, "version").Run() == nil, nil
-	}); err != nil {
-		t.Fatalf("containerd did not start: %v\n%s", err, n.containerd.Tail(30))
 	}
 	n.importImages(t, opts.Images)
 
@@ -331,19 +328,49 @@ func (n *Node) RestartKubeletAndContainerd(ctx context.Context) error {
 	n.restarts++
 	n.kubelet.Stop()
 	n.containerd.Stop()
-	dir := n.opts.Dir
+	if err := n.startContainerd(ctx, fmt.Sprintf("containerd.restart-%d.log", n.restarts)); err != nil {
+		return err
+	}
 	var err error
-	n.containerd, err = LaunchProcess("containerd", n.opts.Bins.Containerd, filepath.Join(dir, fmt.Sprintf("containerd.restart-%d.log", n.restarts)), nil, n.containerdArgs...)
+	n.kubelet, err = LaunchProcess("kubelet", n.opts.Bins.Kubelet, filepath.Join(n.opts.Dir, fmt.Sprintf("kubelet.restart-%d.log", n.restarts)), nil, n.kubeletArgs...)
+	return err
+}
+
+// Kubelet is the kubelet's process as last started, e.g. to stop waiting when it exits.
+func (n *Node) Kubelet() *Process { return n.kubelet }
+
+// startContainerd starts containerd and returns once its CRI service answers. containerd
+// serves its own API before the CRI plugin has recovered its state, and a kubelet started
+// in between exits at once ("server is not initialized yet"), as it does on a node whose
+// service manager starts it too early.
+func (n *Node) startContainerd(ctx context.Context, logName string) error {
+	var err error
+	n.containerd, err = LaunchProcess("containerd", n.opts.Bins.Containerd, filepath.Join(n.opts.Dir, logName), nil, n.containerdArgs...)
 	if err != nil {
 		return err
 	}
+	var last error
 	if err := WaitFor(ctx, time.Minute, n.containerd, func() (bool, error) {
-		return exec.Command(n.opts.Bins.Ctr, "--address", n.socket, "version").Run() == nil, nil
+		last = criVersion(ctx, n.socket)
+		return last == nil, nil
 	}); err != nil {
-		return fmt.Errorf("containerd did not start again: %v\n%s", err, n.containerd.Tail(30))
+		return fmt.Errorf("containerd's CRI service did not answer: %v (last: %v)\n%s", err, last, n.containerd.Tail(30))
 	}
-	n.kubelet, err = LaunchProcess("kubelet", n.opts.Bins.Kubelet, filepath.Join(dir, fmt.Sprintf("kubelet.restart-%d.log", n.restarts)), nil, n.kubeletArgs...)
-	return err
+	return nil
+}
+
+// criVersion calls the CRI's RuntimeService.Version on containerd's socket, as the
+// kubelet does first. Its request and reply are left unparsed: an empty message is a
+// valid VersionRequest, and the reply's fields are kept as unknown ones.
+func criVersion(ctx context.Context, socket string) error {
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return conn.Invoke(ctx, "/runtime.v1.RuntimeService/Version", &emptypb.Empty{}, &emptypb.Empty{})
 }
 
 // ContainerPID is the PID, on this machine, of a container's main process (its task in
