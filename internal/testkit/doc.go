@@ -43,12 +43,15 @@
 //	testenv/helm.go                   Helm: the Helm CLI with homes of its own; chart metadata
 //	testenv/hold.go                   RunContext and Hold: a long test's context and its hold file
 //	testenv/images.go                 Image, WriteImage(s), ReadImageArchive: the images the real node runs, built here
+//	testenv/kerneltunables.go         the kubelet's kernel-wide sysctls, recorded by the first node of any test, put back by the last
+//	testenv/kerneltunables_test.go    they go back to what was there before the first holder, also when one was killed
 //	testenv/kubeadm.go                kubeadm's CoreDNS Deployment, RBAC and kube-dns Service, as a kind cluster has them
 //	testenv/leftovers.go              the node lock's record of what a run made, and the sweep of a killed run's leftovers
+//	testenv/machine.go                RunOnOwnMachine and MachineScoped: a test binary run again in a network namespace of its own
+//	testenv/machine_test.go           a machine of its own has only its loopback; its failures are named
 //	testenv/mountinfo.go              a process's mount table (/proc/<pid>/mountinfo)
 //	testenv/mountinfo_test.go         the mount table's points, options and propagation are read
-//	testenv/netns.go                  named network namespaces and the shared mount point they live on
-//	testenv/netns_test.go             a pod's namespace made before `ip netns add` can be removed
+//	testenv/netns.go                  named network namespaces (the test hosts')
 //	testenv/node.go                   StartNode: containerd, kubelet and kube-proxy as a real node
 //	testenv/nodeimages.go             BuildPause, BuildProviderProbe and the node's images of them and of CoreDNS
 //	testenv/nodeimages_test.go        the add-ons', Dex's and the provider probe's images are laid out as upstream builds them

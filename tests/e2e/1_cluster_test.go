@@ -34,8 +34,8 @@ func (s *nodeImageSet) get(t *testing.T, bins binaries, p rendered) []string {
 	return s.tarballs
 }
 
-// env is one cluster with the stack, the volume binder and, in killed-up, cert-manager's
-// controller and the test's request approver.
+// env is one cluster with the stack, the volume binder and, on the second machine,
+// cert-manager's controller and the test's request approver.
 type env struct {
 	c        *cluster
 	stack    *e2eStack
@@ -49,7 +49,8 @@ type env struct {
 	dex *hubDex
 }
 
-// testHostName is the test host's network namespace: `ip netns exec rgk-e2e-pods ...`.
+// testHostName is the test host's network namespace: `ip netns exec rgk-e2e-pods ...`
+// (on the second machine, rgk-e2e-pods-e2e-b: testenv.MachineScoped).
 const testHostName = "rgk-e2e-pods"
 
 // envOptions are what a run changes in its cluster.

@@ -18,7 +18,8 @@ import (
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
-// Stage 8, killed-up, on a cluster of its own. An up killed with SIGKILL at four
+// Stage 8, killed-up, the second machine's first stage, on a cluster whose cert-manager is
+// the test's (envOptions.externalApprover). An up killed with SIGKILL at four
 // points, in the order the program creates them, one after the other, each resumed by
 // the next up, converges on the last up with nothing deleted by hand and no data holder
 // replaced:
@@ -36,17 +37,28 @@ import (
 // `pulumi cancel` if a lock was left (the file backend needs it), `pulumi refresh
 // --clear-pending-creates` if creates were left pending, and starts the next up: the
 // three commands of docs/operations.md, and nothing else.
-func killedUp(t *testing.T, ctx context.Context, bins binaries, src sources) {
-	k := newKilledUpRun(t, ctx, bins, src)
-	for i, kp := range k.killPoints() {
-		if !t.Run(kp.name, func(t *testing.T) { k.killAndRepair(t, i, kp) }) {
-			return
-		}
-	}
-	t.Run("4-up-after-the-kills-converges", k.upAfterTheKillsConverges)
+func beginKilledUp(t *testing.T, l *lifecycle) {
+	l.killed = newKilledUpRun(t, l)
+	// Whichever step the stage ends at, the next stage's up must not wait on a held claim
+	// or certificate.
+	t.Cleanup(func() {
+		l.volumes.paused.Store(false)
+		l.approver.release()
+	})
 }
 
-// killedUpRun is killed-up's cluster and what its kills share.
+// killedUpSteps are a step per kill point, in order, each required (the next kill is
+// armed by what the resumed up of this one does), then the last up.
+func killedUpSteps(l *lifecycle) []step {
+	var steps []step
+	for i, kp := range l.killed.killPoints() {
+		steps = append(steps, step{kp.name, func(t *testing.T, l *lifecycle) { l.killed.killAndRepair(t, i, kp) }, true})
+	}
+	return append(steps, step{"4-up-after-the-kills-converges", func(t *testing.T, l *lifecycle) { l.killed.upAfterTheKillsConverges(t) }, false})
+}
+
+// killedUpRun is what killed-up's kills share, on a cluster whose env has the test's
+// request approver.
 type killedUpRun struct {
 	*env
 	ctx context.Context
@@ -64,15 +76,18 @@ type killedUpRun struct {
 	leftPending []string
 }
 
-func newKilledUpRun(t *testing.T, ctx context.Context, bins binaries, src sources) *killedUpRun {
-	e := newEnv(t, ctx, bins, src, envOptions{externalApprover: true})
-	if missing, err := missingProjectConfig(filepath.Join(src.root, "Pulumi.yaml"), e.stack.cfgFile); err != nil || len(missing) > 0 {
+func newKilledUpRun(t *testing.T, l *lifecycle) *killedUpRun {
+	e := l.env
+	if e.approver == nil {
+		t.Fatal("killed-up needs the test's request approver (envOptions.externalApprover)")
+	}
+	if missing, err := missingProjectConfig(filepath.Join(l.src.root, "Pulumi.yaml"), e.stack.cfgFile); err != nil || len(missing) > 0 {
 		if err := e.stack.dropProjectConfig(missing); err != nil {
 			t.Fatal(err)
 		}
 	}
 	p := e.plan
-	k := &killedUpRun{env: e, ctx: ctx,
+	k := &killedUpRun{env: e, ctx: l.ctx,
 		routes:         []string{p.urnOf("TLSRoute", "kcp-root"), p.urnOf("TLSRoute", "kcp-alpha"), p.urnOf("TLSRoute", "kcp-frontproxy")},
 		etcds:          []string{p.urnOf("StatefulSet", "etcd-root"), p.urnOf("StatefulSet", "etcd-alpha")},
 		kubeconfig:     p.urnOf("Kubeconfig", naming.KubeconfigName),

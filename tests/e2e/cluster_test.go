@@ -41,6 +41,9 @@ type cluster struct {
 	// add-ons' webhooks have been called through their Services (addons_test.go).
 	network *testenv.NodeNetwork
 	apiPort int
+	// certManagerPresent: cert-manager is the test's process, not the chart's pods
+	// (envOptions.externalApprover; prepareCluster).
+	certManagerPresent bool
 }
 
 // startCluster starts the control plane in dir with the stack's Service range, on the

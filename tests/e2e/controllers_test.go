@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,6 +85,15 @@ func startControllers(t *testing.T, ctx context.Context, c *cluster, bins binari
 
 // addOnNamespaces are the namespaces of the controllers the stack's charts install.
 var addOnNamespaces = []string{naming.NamespaceOperator, naming.NamespaceCertManager, naming.NamespaceEnvoyGateway}
+
+// chartNamespaces are the add-ons' namespaces where the charts run pods: cert-manager's
+// only when the stack installs it.
+func (c *cluster) chartNamespaces() []string {
+	if c.certManagerPresent {
+		return slices.DeleteFunc(slices.Clone(addOnNamespaces), func(ns string) bool { return ns == naming.NamespaceCertManager })
+	}
+	return addOnNamespaces
+}
 
 // logAddOnPods logs the problems of the pods in the add-ons' namespaces and the last
 // lines of each one's log, read through the API server and the kubelet.

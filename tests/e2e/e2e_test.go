@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,20 +39,31 @@ var kcpKinds = []string{"RootShard", "Shard", "FrontProxy", "Kubeconfig"}
 //	5_faults_test.go     two ups at once, killed pods, the kubelet and containerd restarted
 //	6_restore_test.go    a snapshot of the root shard's etcd restored by the runbook
 //	7_destroy_test.go    destroy keeps the data; an interrupted up after it takes it over
-//	8_killed_up_test.go  ups killed with SIGKILL at four points (its own cluster)
+//	8_killed_up_test.go  ups killed with SIGKILL at four points
 //
-// Each stage runs alone: `go test -run 'TestKindStackEndToEnd/lifecycle/day-two'` makes
-// the cluster, converges the stack with an up of its own, and runs day two; a stage
-// reads what it needs from the stack and the cluster (the hub Secret, the stack's
-// config), never from an earlier stage. The lifecycle runs its stages on one cluster, in
-// order, and converges the stack again after a stage that failed, so the next stages get
-// theirs. Killed-up runs on a second cluster afterwards: a machine has one real node
-// (its kube-proxy owns the host's KUBE-* chains), so one after the other. The other files
+// Two machines run side by side, each with a cluster and a real node of its own (a
+// machine has one node: its kube-proxy owns the machine's KUBE-* chains): the lifecycle
+// on this one (first up, verify, faults, restore, destroy), and on a second one, this
+// binary run again in a network namespace of its own (testenv.RunOnOwnMachine),
+// killed-up and then day two on the stack the last up after the kills converged. Most
+// of either is waiting on servers, so the two share the cores well.
+//
+// Each stage runs alone: `go test -run 'TestKindStackEndToEnd/lifecycle/verify'` makes
+// the cluster, converges the stack with an up of its own, and runs verify (and
+// `TestKindStackEndToEnd/second-machine/day-two` day two); a stage reads what it needs
+// from the stack and the cluster (the hub Secret, the stack's config), never from an
+// earlier stage. A machine runs its stages on one cluster, in order, and converges the
+// stack again after a stage that failed, so the next stages get theirs. The other files
 // hold what the steps share.
 func TestKindStackEndToEnd(t *testing.T) {
 	testenv.SkipIfShortOrDisabled(t, envSkip, "the e2e test starts a control plane and the Pulumi CLI")
 	if os.Geteuid() != 0 {
 		t.Fatalf("the e2e test needs root (its real node sets up a bridge, iptables rules and mounts); set %s=1 to skip it", envSkip)
+	}
+	if testenv.Machine() == "" {
+		// The second machine's before this one's node lock: a test on this machine that
+		// waits for the lock would otherwise keep it waiting too.
+		t.Run("second-machine", func(t *testing.T) { t.Parallel(); runSecondMachine(t) })
 	}
 	bins := findBinaries(t)
 	root := testenv.RepoRoot(t)
@@ -63,32 +76,68 @@ func TestKindStackEndToEnd(t *testing.T) {
 		t.Fatalf("the kcp-operator chart is not in %s (set %s): %v", thirdparty, testenv.EnvThirdpartyDir, err)
 	}
 	src := sources{root: root, crds: crds, thirdparty: thirdparty, images: &nodeImageSet{dir: t.TempDir()}}
-	// One lock for both clusters: another test with a node (tests/node) would otherwise
-	// take the machine between them, and killed-up would wait for it.
-	testenv.LockTheNode(t)
+	stages, opts := lifecycleStages, envOptions{signIn: true}
+	name := "lifecycle"
+	if testenv.Machine() != "" {
+		stages, opts, name = secondMachineStages, envOptions{externalApprover: true}, "second-machine"
+	}
 	// Ends before the binary's -timeout, and at SIGINT or SIGTERM, so that every
 	// clean-up runs.
 	ctx := testenv.RunContext(t, cleanupMargin)
 	requireAddOnsBuiltAtPinnedVersions(t, ctx, root, bins)
 	started := time.Now()
+	t.Cleanup(func() { t.Logf("e2e finished in %s", time.Since(started).Round(time.Second)) })
 	t.Logf("binaries: %s, %s, %s, %s, %s, %s, %s, %s, %s", bins.kubeAPIServer, bins.kubeControllerManager, bins.kubeScheduler,
 		bins.etcd, bins.kwok, bins.pulumi, bins.provider, bins.kcpOperator, bins.certManager)
-
-	t.Run("lifecycle", func(t *testing.T) {
-		l := newLifecycle(t, ctx, bins, src)
-		l.runStages(t, []stage{
-			{name: "first-up", needs: stackEmpty, steps: firstUpSteps},
-			{name: "verify", needs: stackConverged, begin: beginVerify, lanes: verifyLanes},
-			{name: "day-two", needs: stackConverged, begin: beginDayTwo, steps: dayTwoSteps},
-			{name: "faults", needs: stackConverged, steps: faultSteps},
-			{name: "restore", needs: stackConverged, steps: restoreSteps},
-			{name: "destroy", needs: stackConverged, steps: destroySteps},
-		})
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		// One lock for the machine's run: another test with a node (tests/node) would
+		// otherwise take the machine between its stages.
+		testenv.LockTheNode(t)
+		newLifecycle(t, ctx, bins, src, opts).runStages(t, stages)
 	})
-	if ctx.Err() == nil {
-		t.Run("killed-up", func(t *testing.T) { killedUp(t, ctx, bins, src) })
+}
+
+// lifecycleStages run on this machine's cluster, in order.
+var lifecycleStages = []stage{
+	{name: "first-up", needs: stackEmpty, steps: firstUpSteps},
+	{name: "verify", needs: stackConverged, begin: beginVerify, lanes: verifyLanes},
+	{name: "faults", needs: stackConverged, steps: faultSteps},
+	{name: "restore", needs: stackConverged, steps: restoreSteps},
+	{name: "destroy", needs: stackConverged, steps: destroySteps},
+}
+
+// secondMachineStages run on the second machine's cluster, in order: killed-up needs the
+// empty stack a fresh cluster has, and leaves it converged for day two.
+var secondMachineStages = []stage{
+	{name: "killed-up", needs: stackEmpty, begin: beginKilledUp, stepsOf: killedUpSteps},
+	{name: "day-two", needs: stackConverged, begin: beginDayTwo, steps: dayTwoSteps},
+}
+
+// runSecondMachine runs this test binary again as machine e2e-b, with the part of -run
+// below second-machine, so that `-run TestKindStackEndToEnd/second-machine/day-two` runs
+// day two alone there. It ends before this binary's timeout, so that both clean up.
+func runSecondMachine(t *testing.T) {
+	pattern := "^TestKindStackEndToEnd$/^second-machine$"
+	if f := flag.Lookup("test.run"); f != nil {
+		if parts := strings.Split(f.Value.String(), "/"); len(parts) > 2 {
+			pattern += "/" + strings.Join(parts[2:], "/")
+		}
 	}
-	t.Logf("e2e finished in %s", time.Since(started).Round(time.Second))
+	var timeout time.Duration
+	if deadline, ok := t.Deadline(); ok {
+		timeout = time.Until(deadline) - time.Minute
+	}
+	ctx := testenv.RunContext(t, cleanupMargin)
+	run, err := testenv.RunOnOwnMachine(ctx, "e2e-b", pattern, timeout, cleanupMargin-time.Minute, os.Stdout)
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case !run.Passed && len(run.Failed) == 0:
+		t.Errorf("the second machine failed before any test did (its output, [e2e-b], says why)")
+	case !run.Passed:
+		t.Errorf("on the second machine (its output, [e2e-b]): %s failed", strings.Join(run.Failed, ", "))
+	}
 }
 
 // lifecycle is what the lifecycle's steps share: one cluster with the stack, and what
@@ -118,14 +167,16 @@ type lifecycle struct {
 	// durable is the object on alpha that the faults and the restore must not lose
 	// (durableObject).
 	durable *kcpObject
+	// killed is what killed-up's kills share (beginKilledUp).
+	killed *killedUpRun
 }
 
-func newLifecycle(t *testing.T, ctx context.Context, bins binaries, src sources) *lifecycle {
+func newLifecycle(t *testing.T, ctx context.Context, bins binaries, src sources, opts envOptions) *lifecycle {
 	l := &lifecycle{ctx: ctx, bins: bins, src: src, state: stackEmpty}
 	l.verifyBin = goBuild(ctx, src.root, "./cmd/verify", filepath.Join(t.TempDir(), "verify"))
 	l.kcpadminBin = goBuild(ctx, src.root, "./cmd/kcpadmin", filepath.Join(t.TempDir(), "kcpadmin"))
 	l.etcdrestoreBin = goBuild(ctx, src.root, "./cmd/etcdrestore", filepath.Join(t.TempDir(), "etcdrestore"))
-	l.env = newEnv(t, ctx, bins, src, envOptions{signIn: true})
+	l.env = newEnv(t, ctx, bins, src, opts)
 	var err error
 	if l.dexVersion, err = testenv.DexVersion(bins.dex); err != nil {
 		t.Fatal(err)
@@ -169,6 +220,8 @@ type stage struct {
 	begin func(t *testing.T, l *lifecycle)
 	steps []step
 	lanes [][]step
+	// stepsOf, if set, gives the steps from what begin made (killed-up's kill points).
+	stepsOf func(l *lifecycle) []step
 }
 
 // runStages runs the stages in order, each as a subtest with a subtest per step (a stage
@@ -191,6 +244,10 @@ func (l *lifecycle) runStages(t *testing.T, stages []stage) {
 			}
 			if st.begin != nil {
 				st.begin(t, l)
+			}
+			if st.stepsOf != nil {
+				l.runSteps(t, st.stepsOf(l))
+				return
 			}
 			if len(st.lanes) == 0 {
 				l.runSteps(t, st.steps)

@@ -40,12 +40,13 @@ var zones = []string{"zone-a", "zone-b", "zone-c"}
 // proxy pods on the kwok nodes (testenv.InstallEnvoyProxyPlacement: no Envoy binary is
 // built here, while Envoy Gateway's control plane in the same namespace runs on the real
 // node). The stack's charts install cert-manager, Envoy Gateway, the kcp-operator, their
-// namespaces and their CRDs. With certManagerPresent (killed-up), the test installs what
-// a cluster with cert-manager has for its controller, which runs as a process: the
-// cert-manager namespace and cert-manager's CRDs.
+// namespaces and their CRDs. With certManagerPresent (the second machine), the test
+// installs what a cluster with cert-manager has for its controller, which runs as a
+// process: the cert-manager namespace and cert-manager's CRDs.
 func prepareCluster(t *testing.T, ctx context.Context, c *cluster, crdsDir string, certManagerPresent bool) {
 	t.Helper()
 	start := time.Now()
+	c.certManagerPresent = certManagerPresent
 	kube := c.kube
 	for i, zone := range zones {
 		name := fmt.Sprintf("e2e-node-%d", i)

@@ -175,7 +175,7 @@ func clusterDNSIP(t *testing.T, c *cluster) string {
 func checkPodsRanForReal(t *testing.T, ctx context.Context, c *cluster) {
 	t.Helper()
 	seen, proxies := map[string]int{}, 0
-	namespaces := append([]string{naming.NamespaceEtcd, naming.NamespaceKcp, naming.NamespaceKubeSystem}, addOnNamespaces...)
+	namespaces := append([]string{naming.NamespaceEtcd, naming.NamespaceKcp, naming.NamespaceKubeSystem}, c.chartNamespaces()...)
 	for _, ns := range namespaces {
 		pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {

@@ -32,9 +32,6 @@ type runRecord struct {
 	Sockets []string `json:"sockets,omitempty"`
 	// Netns are network namespaces the run named itself (test hosts on the pod network).
 	Netns []string `json:"netns,omitempty"`
-	// CNINetns: the pods' namespaces the run's containerd made are swept when nobody
-	// is in them any more.
-	CNINetns bool `json:"cniNetns,omitempty"`
 	// Network is the node network's options, for its bridge, routes and chain.
 	Network *NodeNetworkOptions `json:"network,omitempty"`
 	// Sysctls are the values to put back.
@@ -129,15 +126,7 @@ func sweep(rec runRecord) []string {
 		}
 		unmountAll(mountsUnder(dir))
 	}
-	names := slices.Clone(rec.Netns)
-	if rec.CNINetns {
-		for name := range netnsNames() {
-			if strings.HasPrefix(name, "cni-") && !netnsInUse(name) {
-				names = append(names, name)
-			}
-		}
-	}
-	for _, name := range names {
+	for _, name := range rec.Netns {
 		if _, err := os.Stat(filepath.Join(netnsDir, name)); err == nil {
 			found = append(found, "network namespace "+name)
 			removeNetns(name)

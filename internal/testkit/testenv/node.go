@@ -82,7 +82,6 @@ type Node struct {
 	containerdArgs, kubeletArgs []string
 	restarts                    int
 	socket                      string
-	netnsSeen                   map[string]bool
 }
 
 // importImages imports the image tarballs into containerd and unpacks them, two at a
@@ -110,7 +109,7 @@ func (n *Node) importImages(t *testing.T, images []string) {
 // under Dir is unmounted.
 func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opts NodeOptions) *Node {
 	t.Helper()
-	n := &Node{Name: opts.Name, opts: opts, netnsSeen: netnsNames()}
+	n := &Node{Name: opts.Name, opts: opts}
 	dir := opts.Dir
 	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -127,20 +126,12 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	recordRun(func(r *runRecord) {
 		r.Dirs = append(r.Dirs, dir, sockets)
 		r.Sockets = append(r.Sockets, n.socket)
-		r.CNINetns = true
 	})
 	// One cleanup, in this order: the kubelet first (it would restart what is killed),
 	// then the containers, containerd and its shims, the pods' namespaces and mounts, and
 	// last the iptables chains kube-proxy and the kubelet wrote.
 	t.Cleanup(func() { n.stop(t) })
 
-	// Before containerd mounts the first pod's network namespace (shareMountPoint says why).
-	if err := shareMountPoint(netnsDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkSharedMountPoint(netnsDir); err != nil {
-		t.Fatalf("before the node's first pod: %v", err)
-	}
 	if err := n.writeContainerdConfig(); err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +221,10 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
   restrict_oom_score_adj = true
+  # Pods' network namespaces in the state directory, not the machine's /var/run/netns:
+  # they are this node's (unmounted with Dir at the end, swept with it after a kill),
+  # and a node on another machine (RunOnOwnMachine) never sees them.
+  netns_mounts_under_state_dir = true
   enable_selinux = false
   # containerd 2's defaults, which kind's nodes have: a pod's non-root user may bind
   # ports below 1024 (CoreDNS's :53) inside the pod's own network namespace.
@@ -442,7 +437,6 @@ func (n *Node) stop(t *testing.T) {
 	}
 	// The shims outlive containerd by design; ours are those started with our socket.
 	n.killShims()
-	n.removeNetns()
 	for _, f := range unmountAll(mountsUnder(n.opts.Dir)) {
 		t.Log(f)
 	}
@@ -496,16 +490,6 @@ func (n *Node) killShims() {
 		args := strings.Split(string(cmdline), "\x00")
 		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, n.socket) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
-
-// removeNetns removes the pods' network namespaces (containerd keeps them under
-// /var/run/netns) that appeared while the node ran, which deletes their veths.
-func (n *Node) removeNetns() {
-	for name := range netnsNames() {
-		if !n.netnsSeen[name] && strings.HasPrefix(name, "cni-") {
-			removeNetns(name)
 		}
 	}
 }

@@ -53,17 +53,13 @@ type NodeNetwork struct {
 // top of filter's FORWARD chain.
 const forwardChain = "RAILGRID-NODE-FWD"
 
-// sysctls the node changes (the bridge's forwarding, and the kernel tunables the kubelet
-// sets at start), each put back when the test ends.
+// sysctls the node changes: the bridge's forwarding, the network namespace's, each put
+// back when the test ends. The kernel's tunables the kubelet sets: kerneltunables.go.
 var nodeSysctls = map[string]string{
 	"net/ipv4/ip_forward":                 "1",
 	"net/bridge/bridge-nf-call-iptables":  "1",
 	"net/bridge/bridge-nf-call-ip6tables": "1",
 }
-
-// kubeletSysctls are what the kubelet writes when protectKernelDefaults is off; the
-// node saves them first and restores them.
-var kubeletSysctls = []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops"}
 
 // SetUpNodeNetwork creates the bridge, its routes and the forwarding rules in dir, after
 // removing what an earlier, killed run may have left under the same names. Everything
@@ -73,8 +69,12 @@ func SetUpNodeNetwork(t *testing.T, dir string, opts NodeNetworkOptions) *NodeNe
 	lockTheNode(t)
 	n := &NodeNetwork{NodeNetworkOptions: opts, Gateway: opts.PodCIDR.Masked().Addr().Next()}
 	n.removeLeftovers()
+	release, err := holdKernelTunables()
+	if err != nil {
+		t.Fatalf("the kernel's tunables (%s): %v", kernelTunablesFile, err)
+	}
 	saved := map[string]string{}
-	for _, key := range append(slices.Sorted(maps.Keys(nodeSysctls)), kubeletSysctls...) {
+	for _, key := range slices.Sorted(maps.Keys(nodeSysctls)) {
 		if v, err := os.ReadFile(filepath.Join("/proc/sys", key)); err == nil {
 			saved[key] = strings.TrimSpace(string(v))
 		}
@@ -85,6 +85,7 @@ func SetUpNodeNetwork(t *testing.T, dir string, opts NodeNetworkOptions) *NodeNe
 		for key, v := range saved {
 			_ = os.WriteFile(filepath.Join("/proc/sys", key), []byte(v), 0o644)
 		}
+		release()
 	})
 
 	gw := netip.PrefixFrom(n.Gateway, opts.PodCIDR.Bits()).String()
@@ -122,8 +123,9 @@ func SetUpNodeNetwork(t *testing.T, dir string, opts NodeNetworkOptions) *NodeNe
 
 // nodeLock is the file whose lock a test holds while it has a node network: one node per
 // machine at a time, because kube-proxy rewrites (and at cleanup removes) every KUBE-*
-// chain of the machine, and the forwarding chain has one name.
-const nodeLock = "/run/railgrid-kcp-node.lock"
+// chain of the machine, and the forwarding chain has one name. A machine of its own
+// (RunOnOwnMachine) has its own chains, so its own lock.
+var nodeLock = MachineScoped("/run/railgrid-kcp-node") + ".lock"
 
 // EnvNodeLockHeldBy names the process that holds the node lock for this one: a test
 // that runs other test binaries as its children, each with a node of its own, one

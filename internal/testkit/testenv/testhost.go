@@ -16,7 +16,8 @@ const testHostAddresses = 14
 
 // TestHostOptions say what a test host on the pod network looks like from inside.
 type TestHostOptions struct {
-	// Name is the network namespace's name (`ip netns exec <Name> ...`).
+	// Name is the network namespace's name (`ip netns exec <Name> ...`); on a machine of
+	// its own the machine's name is appended (MachineScoped): the names are the host's.
 	Name string
 	// Index picks the host's address among the reserved ones (0 is the highest).
 	Index int
@@ -48,6 +49,7 @@ func (n *NodeNetwork) AddTestHost(t *testing.T, opts TestHostOptions) *TestHost 
 	if opts.Index < 0 || opts.Index >= testHostAddresses {
 		t.Fatalf("test host index %d: only %d addresses are reserved", opts.Index, testHostAddresses)
 	}
+	opts.Name = MachineScoped(opts.Name)
 	h := &TestHost{Name: opts.Name, Address: n.TestHostAddress(opts.Index)}
 	removeNetns(opts.Name)
 	recordRun(func(r *runRecord) { r.Netns = append(r.Netns, opts.Name) })
