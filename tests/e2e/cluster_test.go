@@ -150,10 +150,16 @@ func (c *cluster) running() error {
 	return nil
 }
 
+// kwokModule at kwokVersion holds kwok's stock stages.
+const (
+	kwokModule  = "sigs.k8s.io/kwok"
+	kwokVersion = "v0.8.0"
+)
+
 // kwokStages returns kwok's stock stages for fast nodes with leases and fast pods, read
 // from the sigs.k8s.io/kwok module in the module cache (downloaded first if needed).
 func kwokStages(ctx context.Context) ([]byte, error) {
-	const module = "sigs.k8s.io/kwok@v0.8.0"
+	module := kwokModule + "@" + kwokVersion
 	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
 	dl.Env = append(os.Environ(), "GOFLAGS=")
 	dl.Dir = os.TempDir() // outside any module: nothing is written to a go.mod or go.sum

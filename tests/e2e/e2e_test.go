@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 )
 
@@ -129,6 +130,11 @@ func runSecondMachine(t *testing.T) {
 		timeout = time.Until(deadline) - time.Minute
 	}
 	ctx := testenv.RunContext(t, cleanupMargin)
+	// The second machine reaches no module proxy: what it reads from the module cache is
+	// downloaded here first (on a fresh machine the cache is empty).
+	if err := downloadModulesOfTheSecondMachine(ctx, testenv.RepoRoot(t)); err != nil {
+		t.Fatal(err)
+	}
 	run, err := testenv.RunOnOwnMachine(ctx, "e2e-b", pattern, timeout, cleanupMargin-time.Minute, os.Stdout)
 	switch {
 	case err != nil:
@@ -138,6 +144,25 @@ func runSecondMachine(t *testing.T) {
 	case !run.Passed:
 		t.Errorf("on the second machine (its output, [e2e-b]): %s failed", strings.Join(run.Failed, ", "))
 	}
+}
+
+// downloadModulesOfTheSecondMachine fills the module cache with the modules a cluster
+// reads from it: the add-ons' charts at the shipped stack's versions, kwok's stages.
+func downloadModulesOfTheSecondMachine(ctx context.Context, root string) error {
+	shipped, err := config.ParseStackFile(filepath.Join(root, "Pulumi.kind.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, m := range [][2]string{
+		{testenv.CertManagerModule, shipped.Versions.CertManager},
+		{testenv.EnvoyGatewayModule, shipped.Versions.EnvoyGateway},
+		{kwokModule, kwokVersion},
+	} {
+		if _, err := testenv.ModuleDir(ctx, m[0], m[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lifecycle is what the lifecycle's steps share: one cluster with the stack, and what
