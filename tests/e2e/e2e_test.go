@@ -62,8 +62,8 @@ func TestKindStackEndToEnd(t *testing.T) {
 		t.Fatalf("the e2e test needs root (its real node sets up a bridge, iptables rules and mounts); set %s=1 to skip it", envSkip)
 	}
 	if testenv.Machine() == "" {
-		// The second machine's before this one's node lock: a test on this machine that
-		// waits for the lock would otherwise keep it waiting too.
+		// Started before this machine takes its node lock, which it may wait for (another
+		// test's node): the second machine need not wait with it.
 		t.Run("second-machine", func(t *testing.T) { t.Parallel(); runSecondMachine(t) })
 	}
 	bins := findBinaries(t)

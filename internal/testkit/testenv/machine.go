@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -103,15 +104,6 @@ func copyLines(r io.Reader, out io.Writer, prefix string) []string {
 		}
 	}
 	_, _ = io.Copy(io.Discard, r)
-	slices.SortStableFunc(failed, func(a, b string) int { return countSlashes(a) - countSlashes(b) })
+	slices.SortStableFunc(failed, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
 	return failed
-}
-
-func countSlashes(s string) (n int) {
-	for _, c := range s {
-		if c == '/' {
-			n++
-		}
-	}
-	return n
 }
