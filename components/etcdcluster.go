@@ -23,10 +23,12 @@ type EtcdClusterArgs struct {
 	VolumeSize string
 	Placement  EtcdPlacement
 	Namespace  *corev1.Namespace
+	Defrag     EtcdDefrag
 }
 
 // EtcdCluster is a shard's own etcd: a StatefulSet of members spread over zones, the
-// Services that name them, a disruption budget and a network policy.
+// Services that name them, a disruption budget, a network policy and its scheduled
+// defragmentation.
 type EtcdCluster struct {
 	pulumi.ResourceState
 
@@ -40,8 +42,8 @@ type EtcdCluster struct {
 
 // NewEtcdCluster declares the etcd of one shard in the etcd namespace.
 func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opts ...pulumi.ResourceOption) (*EtcdCluster, error) {
-	if args == nil || args.Shard == "" || args.Namespace == nil {
-		return nil, errors.New("EtcdCluster: Shard and Namespace are required")
+	if args == nil || args.Shard == "" || args.Namespace == nil || args.Defrag.Schedule == "" || args.Defrag.Image == "" {
+		return nil, errors.New("EtcdCluster: Shard, Namespace and Defrag are required")
 	}
 	c := &EtcdCluster{Shard: args.Shard}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:EtcdCluster", name, c, opts...); err != nil {
@@ -82,6 +84,9 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 		return nil, err
 	}
 	c.StatefulSet = sts
+	if _, err := newEtcdDefragCronJob(ctx, name, args, m, parent, pulumi.DependsOn([]pulumi.Resource{sts})); err != nil {
+		return nil, err
+	}
 	c.EndpointsOutput = pulumi.ToStringArray(c.Endpoints).ToStringArrayOutput()
 	if err := ctx.RegisterResourceOutputs(c, pulumi.Map{"endpoints": c.EndpointsOutput}); err != nil {
 		return nil, err

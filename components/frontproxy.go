@@ -28,6 +28,7 @@ func NewFrontProxy(ctx *pulumi.Context, name string, args *FrontProxyArgs, opts 
 		return nil, errors.New("FrontProxy: Image, Auth, Operator and RootShard are required")
 	}
 	f := &FrontProxy{}
+	pods := kcpPods{component: naming.ComponentFrontProxy, instance: naming.FrontProxyName, deployment: naming.FrontProxyDeployment(naming.FrontProxyName)}
 	spec := kcpapi.FrontProxySpec{
 		RootShard: kcpapi.RootShardConfig{Ref: kcpapi.LocalObjectReference{Name: args.RootShard.Name}},
 		Image:     args.Image,
@@ -37,9 +38,10 @@ func NewFrontProxy(ctx *pulumi.Context, name string, args *FrontProxyArgs, opts 
 		// hub never leaves the cluster. The public name goes on the certificate only.
 		External:             &kcpapi.ExternalConfig{Hostname: naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName)), Port: naming.KcpPort},
 		CertificateTemplates: serverCertificate(args.Hostname),
+		DeploymentTemplate:   args.Placement.template(pods, args.Replicas),
 	}
 	server, err := newKcpServer(ctx, "railgrid:kcp:FrontProxy", name, f, kcpServerObject{
-		kind: kcpapi.KindFrontProxy, component: naming.ComponentFrontProxy, name: naming.FrontProxyName, spec: spec,
+		kind: kcpapi.KindFrontProxy, component: naming.ComponentFrontProxy, name: naming.FrontProxyName, spec: spec, pods: []kcpPods{pods},
 		dependsOn: []pulumi.Resource{args.RootShard.Object, args.Operator.Release},
 	}, &args.KcpServerArgs, opts...)
 	if err != nil {

@@ -153,6 +153,7 @@ func (st *KcpPlatform) declareEtcd(b kcpPlatformBuild, namespace *corev1.Namespa
 			VolumeSize: b.cfg.Etcd.VolumeSize,
 			Placement:  b.platform.EtcdPlacement(),
 			Namespace:  namespace,
+			Defrag:     EtcdDefrag{Schedule: b.cfg.Etcd.DefragSchedule, Image: config.EtcdDefragImage},
 		}, b.child...)
 		if err != nil {
 			return err
@@ -210,7 +211,8 @@ func (st *KcpPlatform) declareKcp(b kcpPlatformBuild, ns stackNamespaces) error 
 	}
 	server := func(e config.Endpoint, rolloutWaits pulumi.ResourceOption) KcpServerArgs {
 		return KcpServerArgs{Image: image, Auth: auth, AuthDependsOn: authDeps, Resources: resources,
-			Hostname: e.Hostname, ClusterIP: e.ClusterIP, Replicas: e.Replicas, Operator: st.Operator, RolloutWaits: rolloutWaits}
+			Hostname: e.Hostname, ClusterIP: e.ClusterIP, Replicas: e.Replicas, Placement: b.platform.KcpPlacement(),
+			Operator: st.Operator, RolloutWaits: rolloutWaits}
 	}
 	if st.RootShard, err = NewKcpRootShard(b.ctx, b.name+"-root", &KcpRootShardArgs{
 		KcpServerArgs: server(cfg.Kcp.RootShard, waits.ofRootShard()),

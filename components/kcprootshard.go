@@ -28,17 +28,22 @@ func NewKcpRootShard(ctx *pulumi.Context, name string, args *KcpRootShardArgs, o
 		return nil, errors.New("KcpRootShard: Image, Auth, Operator and Etcd are required")
 	}
 	r := &KcpRootShard{}
+	pods := []kcpPods{
+		{component: naming.ComponentRootShard, instance: naming.RootShardName, deployment: naming.RootShardDeployment(naming.RootShardName)},
+		{component: naming.ComponentRootShardProxy, instance: naming.RootShardName, deployment: naming.RootShardProxyDeployment(naming.RootShardName)},
+	}
 	spec := kcpapi.RootShardSpec{
-		CommonShardSpec: args.commonShardSpec(args.Etcd),
+		CommonShardSpec: args.commonShardSpec(args.Etcd, pods[0]),
 		// Pinned too: the proxy would otherwise follow the operator's default kcp tag.
-		Proxy: &kcpapi.RootShardProxySpec{Image: args.Image, Replicas: kcpapi.Int32(args.Replicas)},
+		Proxy: &kcpapi.RootShardProxySpec{Image: args.Image, Replicas: kcpapi.Int32(args.Replicas),
+			DeploymentTemplate: args.Placement.template(pods[1], args.Replicas)},
 		// The in-cluster front-proxy Service keeps the shards' and the hub's path in the cluster.
 		External:     kcpapi.ExternalConfig{Hostname: naming.OperatorServiceHost(naming.FrontProxyDeployment(naming.FrontProxyName)), Port: naming.KcpPort},
 		Certificates: kcpapi.Certificates{IssuerRef: &kcpapi.ObjectReference{Group: "cert-manager.io", Kind: "Issuer", Name: naming.SelfSignedIssuer}},
 		Cache:        kcpapi.CacheConfig{Embedded: &kcpapi.EmbeddedCacheConfiguration{Enabled: true}},
 	}
 	server, err := newKcpServer(ctx, "railgrid:kcp:KcpRootShard", name, r, kcpServerObject{
-		kind: kcpapi.KindRootShard, component: naming.ComponentRootShard, name: naming.RootShardName, spec: spec,
+		kind: kcpapi.KindRootShard, component: naming.ComponentRootShard, name: naming.RootShardName, spec: spec, pods: pods,
 		// The StatefulSet itself, not the EtcdCluster component: a dependency on a
 		// component covers only the children it has registered by then.
 		dependsOn: []pulumi.Resource{args.Operator.Release, args.Operator.Issuer, args.Etcd.StatefulSet},

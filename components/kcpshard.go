@@ -31,12 +31,13 @@ func NewKcpShard(ctx *pulumi.Context, name string, args *KcpShardArgs, opts ...p
 		return nil, errors.New("KcpShard: Image, Auth, Operator, Name, Etcd and RootShard are required")
 	}
 	s := &KcpShard{}
+	pods := kcpPods{component: naming.ComponentShard, instance: args.Name, deployment: naming.ShardDeployment(args.Name)}
 	spec := kcpapi.ShardSpec{
-		CommonShardSpec: args.commonShardSpec(args.Etcd),
+		CommonShardSpec: args.commonShardSpec(args.Etcd, pods),
 		RootShard:       kcpapi.RootShardConfig{Ref: kcpapi.LocalObjectReference{Name: args.RootShard.Name}},
 	}
 	server, err := newKcpServer(ctx, "railgrid:kcp:KcpShard", name, s, kcpServerObject{
-		kind: kcpapi.KindShard, component: naming.ComponentShard, name: args.Name, spec: spec,
+		kind: kcpapi.KindShard, component: naming.ComponentShard, name: args.Name, spec: spec, pods: []kcpPods{pods},
 		dependsOn: []pulumi.Resource{args.RootShard.Object, args.Etcd.StatefulSet, args.Operator.Release},
 	}, &args.KcpServerArgs, opts...)
 	if err != nil {

@@ -38,6 +38,8 @@ type KcpServerArgs struct {
 	// answers the hostname with.
 	ClusterIP string
 	Replicas  int
+	// Placement is the platform's part of the server's pods (kcpplacement.go).
+	Placement KcpPlacement
 	// Operator is the release that serves the object and the Issuer of its certificates.
 	Operator *KcpOperator
 	// RolloutWaits binds the waits of the object's updates (kcprollout.go); optional.
@@ -50,9 +52,11 @@ func (a *KcpServerArgs) complete() bool {
 }
 
 // commonShardSpec is what the root shard and every other shard set alike: the pinned
-// image, the shard flags, the public hostname on the certificate, OIDC and its own etcd.
-func (a *KcpServerArgs) commonShardSpec(etcd *EtcdCluster) kcpapi.CommonShardSpec {
+// image, the shard flags, the public hostname on the certificate, OIDC, its own etcd and
+// where its pods run.
+func (a *KcpServerArgs) commonShardSpec(etcd *EtcdCluster, pods kcpPods) kcpapi.CommonShardSpec {
 	return kcpapi.CommonShardSpec{
+		DeploymentTemplate:   a.Placement.template(pods, a.Replicas),
 		Image:                a.Image,
 		Replicas:             kcpapi.Int32(a.Replicas),
 		ExtraArgs:            shardExtraArgs(a.Hostname),
@@ -64,12 +68,15 @@ func (a *KcpServerArgs) commonShardSpec(etcd *EtcdCluster) kcpapi.CommonShardSpe
 }
 
 // kcpServerObject is what tells one server from another: its object's kind, name and
-// spec, the operator's component label on its pods, and what it is created after.
+// spec, the operator's component label on its pods, the Deployments the operator runs
+// for it, and what it is created after.
 type kcpServerObject struct {
 	kind      string // kcpapi.KindRootShard, KindShard or KindFrontProxy
 	component string // naming.ComponentRootShard, ComponentShard or ComponentFrontProxy
 	name      string
 	spec      any
+	// pods are the server's Deployments, each with a disruption budget of its own.
+	pods      []kcpPods
 	dependsOn []pulumi.Resource
 }
 
@@ -101,6 +108,12 @@ func newKcpServer(ctx *pulumi.Context, typ, name string, c pulumi.ComponentResou
 		pulumi.Parent(c), pulumi.DependsOn([]pulumi.Resource{args.Operator.KcpNamespace}))
 	if err != nil {
 		return KcpServer{}, err
+	}
+	for _, pods := range server.pods {
+		if _, err := newKcpDisruptionBudget(ctx, name+"-"+pods.component+"-pdb", pods,
+			pulumi.Parent(c), pulumi.DependsOn([]pulumi.Resource{args.Operator.KcpNamespace})); err != nil {
+			return KcpServer{}, err
+		}
 	}
 	k := KcpServer{Name: server.name, Object: obj, Service: svc, ObjectName: pulumi.String(server.name).ToStringOutput()}
 	return k, ctx.RegisterResourceOutputs(c, pulumi.Map{"name": k.ObjectName, "serviceClusterIP": svc.Spec.ClusterIP()})

@@ -22,6 +22,8 @@ type Platform interface {
 	CertManager() []pulumi.Resource
 	// EtcdPlacement says where etcd members run and which storage holds their data.
 	EtcdPlacement() EtcdPlacement
+	// KcpPlacement says where kcp's servers run and over how many zones.
+	KcpPlacement() KcpPlacement
 	// DNS answers shard hostnames with owned Service ClusterIPs inside the cluster.
 	DNS() DNSBackend
 	// Edge is the Gateway that exposes kcp's hostnames with TLS and long timeouts.
@@ -50,6 +52,15 @@ type EtcdPlacement struct {
 	Tolerations      corev1.TolerationArray
 	// DependsOn lists what the pods need first (node pool, StorageClass).
 	DependsOn []pulumi.Resource
+}
+
+// KcpPlacement is the platform's part of every kcp server's pods (kcpplacement.go).
+type KcpPlacement struct {
+	// NodeSelector picks the nodes of the servers' pool; empty: any node.
+	NodeSelector map[string]string
+	// Zones is how many zones the pool has nodes in. With two or more, each server's
+	// replicas are spread over them, one per node, and never packed into fewer zones.
+	Zones int
 }
 
 // HostRecord is one split-horizon answer: a public hostname and the owned Service that

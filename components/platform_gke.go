@@ -110,7 +110,7 @@ func (b gkeBuilder) Declare(ctx *pulumi.Context, name string, _ pulumi.ResourceO
 		return nil, err
 	}
 	g.provider = provider
-	if g.KcpPool, err = g.nodePool(ctx, name+"-pool-kcp", "kcp", b.cfg.GKE.NodePools.Kcp, false); err != nil {
+	if g.KcpPool, err = g.nodePool(ctx, name+"-pool-kcp", kcpPoolName, b.cfg.GKE.NodePools.Kcp, false); err != nil {
 		return nil, err
 	}
 	if g.EtcdPool, err = g.nodePool(ctx, name+"-pool-etcd", "etcd", b.cfg.GKE.NodePools.Etcd, true); err != nil {
@@ -148,10 +148,10 @@ func (g *GKEPlatform) nodePool(ctx *pulumi.Context, name, poolName string, pool 
 		OauthScopes: pulumi.StringArray{pulumi.String("https://www.googleapis.com/auth/cloud-platform")},
 		// Pods get Google credentials only through Workload Identity.
 		WorkloadMetadataConfig: &container.NodePoolNodeConfigWorkloadMetadataConfigArgs{Mode: pulumi.String("GKE_METADATA")},
-		Labels:                 pulumi.StringMap{"railgrid.io/pool": pulumi.String(poolName)},
+		Labels:                 pulumi.StringMap{naming.PoolLabel: pulumi.String(poolName)},
 	}
 	if dedicatedToEtcd {
-		nodeConfig.Labels = pulumi.StringMap{naming.EtcdPoolLabelKey: pulumi.String(naming.EtcdPoolLabelValue), "railgrid.io/pool": pulumi.String(poolName)}
+		nodeConfig.Labels = pulumi.StringMap{naming.EtcdPoolLabelKey: pulumi.String(naming.EtcdPoolLabelValue), naming.PoolLabel: pulumi.String(poolName)}
 		nodeConfig.Taints = container.NodePoolNodeConfigTaintArray{&container.NodePoolNodeConfigTaintArgs{
 			Key: pulumi.String(naming.EtcdPoolTaintKey), Value: pulumi.String(naming.EtcdPoolTaintValue), Effect: pulumi.String("NO_SCHEDULE"),
 		}}
@@ -216,6 +216,14 @@ func (g *GKEPlatform) EtcdPlacement() EtcdPlacement {
 		}},
 		DependsOn: []pulumi.Resource{g.EtcdPool, g.StorageClass},
 	}
+}
+
+// kcpPoolName names the node pool of kcp's servers (its nodes' naming.PoolLabel).
+const kcpPoolName = "kcp"
+
+// KcpPlacement: the kcp pool, whose nodes are in every zone of gke.zones.
+func (g *GKEPlatform) KcpPlacement() KcpPlacement {
+	return KcpPlacement{NodeSelector: map[string]string{naming.PoolLabel: kcpPoolName}, Zones: len(g.cfg.GKE.Zones)}
 }
 
 func (g *GKEPlatform) DNS() DNSBackend {

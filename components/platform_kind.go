@@ -116,6 +116,9 @@ func (k *KindPlatform) EtcdPlacement() EtcdPlacement {
 	return EtcdPlacement{StorageClassName: k.cfg.Etcd.StorageClass}
 }
 
+// KcpPlacement: anywhere on the one node; nothing to spread over.
+func (k *KindPlatform) KcpPlacement() KcpPlacement { return KcpPlacement{} }
+
 // DNS: CoreDNS's hosts file, which also answers the issuer's hostname with its Service's
 // ClusterIP when kind.issuerClusterIP is set: nothing resolves the issuer's public name
 // inside a kind cluster otherwise.

@@ -165,6 +165,8 @@ type Etcd struct {
 	Members      int    `json:"members"`
 	VolumeSize   string `json:"volumeSize"`
 	StorageClass string `json:"storageClass"`
+	// DefragSchedule is when each shard's etcd is defragmented, member by member (UTC).
+	DefragSchedule string `json:"defragSchedule"`
 }
 
 // Network is the cluster's Service network.

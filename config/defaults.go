@@ -5,9 +5,12 @@ import "reflect"
 // Defaults the program applies to a key the stack leaves out. Pulumi.yaml documents the
 // same values; a test keeps the two in step.
 const (
-	DefaultReplicas           = 2
-	DefaultEtcdMembers        = 3
-	DefaultEtcdVolumeSize     = "20Gi"
+	DefaultReplicas       = 2
+	DefaultEtcdMembers    = 3
+	DefaultEtcdVolumeSize = "20Gi"
+	// Daily, after the restore drill: compaction frees space every hour, but only a
+	// defragmentation gives it back, before the database reaches its 8 GiB quota.
+	DefaultDefragSchedule     = "15 4 * * *"
 	DefaultLoadBalancerTimout = "1h"
 	DefaultHubNamespace       = "railgrid-system"
 	DefaultHubSecretName      = "railgrid-kcp"
@@ -67,7 +70,7 @@ func withDefaults(platform Platform) *Config {
 			RootShard:  Endpoint{Replicas: DefaultReplicas},
 			Resources:  KcpResources{Memory: DefaultKcpMemory, MemoryLimit: DefaultKcpMemoryLimit},
 		},
-		Etcd:         Etcd{Members: DefaultEtcdMembers, VolumeSize: DefaultEtcdVolumeSize},
+		Etcd:         Etcd{Members: DefaultEtcdMembers, VolumeSize: DefaultEtcdVolumeSize, DefragSchedule: DefaultDefragSchedule},
 		LoadBalancer: LoadBalancer{Timeout: DefaultLoadBalancerTimout},
 		Hub: Hub{
 			Namespace:          DefaultHubNamespace,

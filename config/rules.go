@@ -192,6 +192,8 @@ var (
 		"must be a zone of gke.location, such as europe-west1-b")
 	ruleGKEZoneDistinct = newRule("gke-zone-distinct", "`gke.zones[]`",
 		"a zone listed twice")
+	ruleReplicasGKE = newRule("replicas-gke", "`kcp.*.replicas`",
+		"below 2 on gke: a node-pool upgrade, a drain or a zone loss stops a server with one replica, and without the root shard no workspace resolves")
 	ruleMachineType = newRule("machine-type", "`gke.nodePools.*.machineType`",
 		"must name a machine type")
 	rulePoolMin = newRule("pool-min", "`gke.nodePools.*.minPerZone`",
@@ -200,7 +202,7 @@ var (
 		"must be at least 1 and at least minPerZone")
 	ruleDiskSize = newRule("disk-size", "`gke.nodePools.*.diskSizeGb`",
 		"must be at least 10")
-	ruleCron = newRule("cron", "`gke.snapshots.schedule`, `gke.snapshots.drillSchedule`",
+	ruleCron = newRule("cron", "`etcd.defragSchedule`, `gke.snapshots.schedule`, `gke.snapshots.drillSchedule`",
 		"must be a CronJob schedule: five cron fields such as \"0 * * * *\" or a descriptor such as @hourly, without a TZ= or CRON_TZ= prefix, naming a date that exists")
 	ruleRetention = newRule("retention", "`gke.snapshots.retentionDays`",
 		"must be between 1 and 3650 days")

@@ -2,7 +2,8 @@ package config_test
 
 import "testing"
 
-// etcd: members, volume size and storage class (validate_etcd.go): each refusal below
+// etcd: members, volume size, storage class and the defragmentation's schedule
+// (validate_etcd.go): each refusal below
 // is refused naming its rule, key and value, and each acceptance, at the edge of a
 // rule, is taken.
 func TestEtcdRefusals(t *testing.T) { requireRefused(t, etcdRefusals) }
@@ -46,6 +47,26 @@ var etcdRefusals = []refusal{
 		edit: set("etcd.storageClass", "Etcd-SSD"),
 		key:  "etcd.storageClass", value: "Etcd-SSD",
 		says: "RFC 1123 subdomain"},
+	{name: "defrag schedule in words", rule: "cron", stack: "kind",
+		edit: set("etcd.defragSchedule", "daily"),
+		key:  "etcd.defragSchedule", value: "daily",
+		says: "cron"},
+	{name: "defrag schedule hour out of range", rule: "cron", stack: "gke",
+		edit: set("etcd.defragSchedule", "15 24 * * *"),
+		key:  "etcd.defragSchedule", value: "15 24 * * *",
+		says: "above maximum (23)"},
+	{name: "defrag schedule with a time zone", rule: "cron", stack: "kind",
+		edit: set("etcd.defragSchedule", "CRON_TZ=UTC 15 4 * * *"),
+		key:  "etcd.defragSchedule", value: "CRON_TZ=UTC 15 4 * * *",
+		says: "spec.timeZone"},
+	{name: "defrag schedule on 31 April", rule: "cron", stack: "gke",
+		edit: set("etcd.defragSchedule", "0 4 31 4 *"),
+		key:  "etcd.defragSchedule", value: "0 4 31 4 *",
+		says: "would never run"},
+	{name: "defrag schedule empty", rule: "cron", stack: "kind",
+		edit: set("etcd.defragSchedule", ""),
+		key:  "etcd.defragSchedule", value: "",
+		says: "empty spec string"},
 }
 
 // etcdAcceptances are values next to the refusals above that Kubernetes takes, so the
@@ -57,4 +78,6 @@ var etcdAcceptances = []acceptance{
 	{name: "etcd volume size of one byte", stack: "kind", edit: set("etcd.volumeSize", "1")},
 	{name: "storage class starting with a digit", stack: "kind", edit: set("etcd.storageClass", "1-local-path")},
 	{name: "storage class with dots", stack: "gke", edit: set("etcd.storageClass", "etcd.pd-ssd")},
+	{name: "defrag schedule weekly", stack: "gke", edit: set("etcd.defragSchedule", "@weekly")},
+	{name: "defrag schedule on Sundays by name", stack: "kind", edit: set("etcd.defragSchedule", "0 5 * * SUN")},
 }

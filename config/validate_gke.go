@@ -5,9 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -54,6 +52,13 @@ func (c *Config) validateGKE(errs *Errors) {
 			"must list at least %d distinct zones: etcd.members is %d and members are spread one per zone (minDomains %d)",
 			c.Etcd.Members, c.Etcd.Members, c.Etcd.Members)
 	}
+	// Every kcp server runs at least two replicas, spread over zones with a disruption
+	// budget of one: a single replica is what every node-pool upgrade takes down.
+	for _, r := range c.Kcp.replicas() {
+		if r.replicas == 1 {
+			errs.add(ruleReplicasGKE, r.key, strconv.Itoa(r.replicas))
+		}
+	}
 	checkPool := func(key string, p NodePool) {
 		if strings.TrimSpace(p.MachineType) == "" {
 			errs.add(ruleMachineType, key+".machineType", p.MachineType)
@@ -70,25 +75,8 @@ func (c *Config) validateGKE(errs *Errors) {
 	}
 	checkPool("gke.nodePools.kcp", g.NodePools.Kcp)
 	checkPool("gke.nodePools.etcd", g.NodePools.Etcd)
-	// A CronJob's schedule is parsed by cron.ParseStandard, in the API server's validation
-	// and in the CronJob controller: five fields (names such as MON or JAN, ranges, steps
-	// and ? included) or a descriptor such as @hourly, @daily or @every 6h, all of which
-	// the controller runs. As the API server does for a new CronJob, a TZ= or CRON_TZ=
-	// prefix is refused: spec.timeZone sets the zone. A schedule that parses but names no
-	// date (0 0 30 2 *) is refused too: the API server takes it, but the controller never
-	// starts a Job for it, and the snapshots would silently stop.
-	checkCron := func(key, value string) {
-		switch schedule, err := cron.ParseStandard(value); {
-		case err != nil:
-			errs.addf(ruleCron, key, value, "%s: %v", ruleCron.Refuses, err)
-		case strings.Contains(value, "TZ"):
-			errs.addf(ruleCron, key, value, "%s: a time zone in the schedule is refused by the API server (a CronJob sets it in spec.timeZone)", ruleCron.Refuses)
-		case schedule.Next(time.Now()).IsZero():
-			errs.addf(ruleCron, key, value, "%s: it names no date that exists, so the CronJob would never run", ruleCron.Refuses)
-		}
-	}
-	checkCron("gke.snapshots.schedule", g.Snapshots.Schedule)
-	checkCron("gke.snapshots.drillSchedule", g.Snapshots.DrillSchedule)
+	checkCronSchedule(errs, "gke.snapshots.schedule", g.Snapshots.Schedule)
+	checkCronSchedule(errs, "gke.snapshots.drillSchedule", g.Snapshots.DrillSchedule)
 	if g.Snapshots.RetentionDays < 1 || g.Snapshots.RetentionDays > 3650 {
 		errs.add(ruleRetention, "gke.snapshots.retentionDays", strconv.Itoa(g.Snapshots.RetentionDays))
 	}

@@ -49,6 +49,18 @@ var gkeRefusals = []refusal{
 		edit: set("gke.nodePools.etcd.diskSizeGb", 0),
 		key:  "gke.nodePools.etcd.diskSizeGb", value: "0",
 		says: "at least 10"},
+	{name: "gke front proxy with one replica", rule: "replicas-gke", stack: "gke",
+		edit: set("kcp.frontProxy.replicas", 1),
+		key:  "kcp.frontProxy.replicas", value: "1",
+		says: "below 2 on gke"},
+	{name: "gke root shard with one replica", rule: "replicas-gke", stack: "gke",
+		edit: set("kcp.rootShard.replicas", 1),
+		key:  "kcp.rootShard.replicas", value: "1",
+		says: "no workspace resolves"},
+	{name: "gke shard with one replica", rule: "replicas-gke", stack: "gke",
+		edit: set("kcp.shards[0].replicas", 1),
+		key:  "kcp.shards[0].replicas", value: "1",
+		says: "zone loss"},
 	{name: "gke snapshot schedule", rule: "cron", stack: "gke",
 		edit: set("gke.snapshots.schedule", "hourly"),
 		key:  "gke.snapshots.schedule", value: "hourly",
@@ -130,6 +142,8 @@ var gkeRefusals = []refusal{
 // gkeAcceptances are values next to the refusals above that Kubernetes takes, so the
 // config takes them too.
 var gkeAcceptances = []acceptance{
+	{name: "gke front proxy with three replicas", stack: "gke",
+		edit: set("kcp.frontProxy.replicas", 3)},
 	{name: "schedule @hourly", stack: "gke",
 		edit: set("gke.snapshots.schedule", "@hourly")},
 	{name: "schedule @every 6h", stack: "gke",

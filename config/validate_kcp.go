@@ -26,6 +26,22 @@ const shardBaseURLRule = "is not configurable: spec.shardBaseURL drives front-pr
 // within the 63 characters of a DNS label.
 const maxShardName = 30
 
+// keyedReplicas is one kcp server's replica count and the key that sets it.
+type keyedReplicas struct {
+	key      string
+	replicas int
+}
+
+// replicas lists every kcp server's replicas, in the config's order. The root shard's
+// proxy runs as many replicas as the root shard.
+func (k Kcp) replicas() []keyedReplicas {
+	out := []keyedReplicas{{"kcp.frontProxy.replicas", k.FrontProxy.Replicas}, {"kcp.rootShard.replicas", k.RootShard.Replicas}}
+	for i, s := range k.Shards {
+		out = append(out, keyedReplicas{fmt.Sprintf("kcp.shards[%d].replicas", i), s.Replicas})
+	}
+	return out
+}
+
 func (c *Config) validateKcp(errs *Errors) {
 	k := c.Kcp
 	hostKeys := map[string]string{}

@@ -59,6 +59,10 @@ var kindRefusals = []refusal{
 // kindAcceptances are values next to the refusals above that Kubernetes takes, so the
 // config takes them too.
 var kindAcceptances = []acceptance{
+	// One replica is refused on gke only (replicas-gke): a one-node dev cluster has no
+	// other node or zone to keep a second one on.
+	{name: "one root shard replica on kind", stack: "kind",
+		edit: set("kcp.rootShard.replicas", 1)},
 	{name: "no issuer ClusterIP on kind", stack: "kind",
 		edit: unset("kind.issuerClusterIP")},
 	{name: "issuer ClusterIP with an issuer URL that has a port and a path", stack: "kind",

@@ -12,6 +12,10 @@ const (
 	DefaultEnvoyGatewayVersion  = "v1.9.0"
 	DefaultGcloudImageTag       = "546.0.0-stable"
 	DefaultDNSCheckImage        = "curlimages/curl:8.10.1"
+	// EtcdDefragImage runs the defragmentation's script (a shell, wget and sed): the etcd
+	// image is distroless. The tests run the script in Debian's busybox-static of this
+	// version.
+	EtcdDefragImage = "docker.io/library/busybox:1.35.0-glibc"
 )
 
 // Image repositories and chart sources. Repositories are fixed: only tags move.

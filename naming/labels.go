@@ -1,24 +1,28 @@
 package naming
 
-// Labels the kcp-operator puts on kcp pods; the owned Services and etcd's NetworkPolicy
-// select on them.
+// Labels the kcp-operator puts on kcp pods; the owned Services, the disruption budgets,
+// the spread constraints and etcd's NetworkPolicy select on them.
 const (
 	LabelComponent = "app.kubernetes.io/component"
 	LabelInstance  = "app.kubernetes.io/instance"
 
 	// The operator's component label values.
-	ComponentRootShard  = "rootshard"
-	ComponentShard      = "shard"
-	ComponentFrontProxy = "front-proxy"
+	ComponentRootShard      = "rootshard"
+	ComponentRootShardProxy = "rootshard-proxy"
+	ComponentShard          = "shard"
+	ComponentFrontProxy     = "front-proxy"
 )
+
+// PoolLabel names the GKE node pool a node belongs to (kcp, etcd).
+const PoolLabel = "railgrid.io/pool"
 
 // Labels this program puts on its own pods.
 const (
 	// EtcdClientLabel marks pods other than kcp that may reach a shard's etcd (value: the
-	// shard): the snapshot jobs.
+	// shard): the snapshot and defragmentation jobs.
 	EtcdClientLabel = "railgrid.io/etcd-client"
-	// EtcdJobLabel marks the snapshot, restore-drill and restore pods (value: snapshot,
-	// drill or restore).
+	// EtcdJobLabel marks the snapshot, restore-drill, defragmentation and restore pods
+	// (value: snapshot, drill, defrag or restore).
 	EtcdJobLabel = "railgrid.io/etcd-job"
 	// EtcdRestoreLabel marks the Jobs and pods of one restore (value: its id), so that
 	// `kubectl wait -l` waits for exactly them.

@@ -225,6 +225,9 @@ func EtcdSnapshotCronJob(shard string) string { return EtcdName(shard) + "-snaps
 // EtcdRestoreDrillCronJob is the GKE CronJob that restores a shard's newest snapshot.
 func EtcdRestoreDrillCronJob(shard string) string { return EtcdName(shard) + "-restore-drill" }
 
+// EtcdDefragCronJob is the CronJob that defragments a shard's etcd.
+func EtcdDefragCronJob(shard string) string { return EtcdName(shard) + "-defrag" }
+
 // UserKubeconfigCluster is the cluster, and the context, of the kubeconfig a stack exports
 // for its users (output userKubeconfig); UserKubeconfigUser is its user, who signs in
 // with OIDC. Named after the stack, so that the kubeconfigs of two stacks can be merged.

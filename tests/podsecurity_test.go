@@ -97,7 +97,7 @@ func TestPodTemplatesSetRestrictedSecurityAndResources(t *testing.T) {
 					require.NotEmpty(t, getString(t, c, "resources.limits.memory"), where)
 				}
 			}
-			want := []string{"StatefulSet/etcd-root", "StatefulSet/etcd-alpha"}
+			want := []string{"StatefulSet/etcd-root", "StatefulSet/etcd-alpha", "CronJob/etcd-root-defrag", "CronJob/etcd-alpha-defrag"}
 			if stack == "gke" {
 				want = append(want, "CronJob/etcd-root-snapshot", "CronJob/etcd-root-restore-drill",
 					"CronJob/etcd-alpha-snapshot", "CronJob/etcd-alpha-restore-drill")

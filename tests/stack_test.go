@@ -162,7 +162,12 @@ func setPath(node any, parts []string, value any) {
 // addShard appends a shard to the kcp section.
 func addShard(values map[string]any, name, hostname, clusterIP string) {
 	kcp := values[key("kcp")].(map[string]any)
-	kcp["shards"] = append(kcp["shards"].([]any), map[string]any{"name": name, "hostname": hostname, "clusterIP": clusterIP, "replicas": 1})
+	shard := map[string]any{"name": name, "hostname": hostname, "clusterIP": clusterIP}
+	// As many replicas as the stack's root shard (kind sets 1; gke keeps the default 2).
+	if root, ok := kcp["rootShard"].(map[string]any); ok && root["replicas"] != nil {
+		shard["replicas"] = root["replicas"]
+	}
+	kcp["shards"] = append(kcp["shards"].([]any), shard)
 }
 
 // encode turns stackValues trees into the strings the engine passes.

@@ -22,6 +22,9 @@ const (
 	// GcloudImage is google-cloud-cli: bash, coreutils and gcloud; no python3 on PATH on
 	// x86_64, so its scripts use bash and coreutils only.
 	GcloudImage
+	// ShellImage is busybox (config.EtcdDefragImage): a shell, wget and sed, for a step
+	// that needs a loop and the etcd image has none.
+	ShellImage
 )
 
 // Mount is a volume of the pod mounted in a step's container.
@@ -54,6 +57,18 @@ type Step struct {
 	// Sidecar: a native sidecar (an init container that restarts always), which runs
 	// beside the containers after it and stops with the pod.
 	Sidecar bool
+}
+
+// DefragSteps defragment a shard's etcd of members members, one member at a time and the
+// leader last (DefragScript), through each member's client URL.
+func DefragSteps(shard string, members int) []Step {
+	endpoints := make([]string, 0, members)
+	for i := 0; i < members; i++ {
+		endpoints = append(endpoints, naming.EtcdClientURL(shard, i))
+	}
+	return []Step{{Name: "defrag", Image: ShellImage, Resources: Resources{"50m", "16Mi", "64Mi"},
+		Env:     []EnvVar{{"SHARD", shard}, {"ENDPOINTS", strings.Join(endpoints, " ")}},
+		Command: []string{"/bin/sh", "-c", DefragScript}}}
 }
 
 // The volumes of the jobs' pods.

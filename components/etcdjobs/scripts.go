@@ -1,7 +1,8 @@
 package etcdjobs
 
-// The scripts run in the google-cloud-cli image with bash and coreutils only: that
-// image puts python3 on PATH only on arm64.
+// The snapshot and drill scripts run in the google-cloud-cli image with bash and
+// coreutils only: that image puts python3 on PATH only on arm64. DefragScript runs in
+// busybox's sh.
 
 // SnapshotUploadScript uploads the checked snapshot as gs://<bucket>/<shard>/<UTC
 // timestamp>.db. --no-clobber: a retry after an upload that did land must not try to
@@ -86,3 +87,63 @@ done
 if [ -z "${count}" ]; then echo "the restored etcd never answered on 127.0.0.1:2379" >&2; exit 1; fi
 if [ "${count}" -eq 0 ]; then echo "the restored snapshot serves no keys" >&2; exit 1; fi
 echo "restore drill passed: ${count} keys served"`
+
+// DefragScript defragments the members of one shard's etcd (ENDPOINTS, their client
+// URLs; SHARD) through etcd's JSON gateway, with busybox's sh, wget and sed: the etcd
+// image has no shell. A defragmentation blocks its member while it rewrites the database
+// file, so the members go one at a time, each only once the one before serves again, and
+// the leader last, which costs one leader election at most. When any member is not
+// healthy, none is defragmented: blocking a second member could cost the quorum. NOSPACE
+// is left out of the health check, as that alarm is what a defragmentation clears the
+// way for. wget's own -T is not used: busybox 1.35's wget crashes with it; timeout(1)
+// bounds each call instead.
+const DefragScript = `set -eu
+call() {
+  if [ "$#" -gt 2 ]; then
+    timeout "$2" wget -q -O - --header 'Content-Type: application/json' --post-data "$3" "$1"
+  else
+    timeout "$2" wget -q -O - "$1"
+  fi
+}
+# The gateway writes 64-bit numbers as strings.
+field() { printf '%s' "$2" | sed -n "s/.*\"$1\":\"\([0-9]*\)\".*/\1/p"; }
+healthy() { call "$1/health?exclude=NOSPACE" 10 2>/dev/null | grep -q '"health":"true"'; }
+status() { call "$1/v3/maintenance/status" 30 '{}'; }
+
+leader=""
+followers=""
+for ep in ${ENDPOINTS}; do
+  if ! healthy "${ep}" || ! s="$(status "${ep}" 2>/dev/null)"; then
+    echo "skipped: member ${ep} of ${SHARD}'s etcd is not healthy, so no member is defragmented (a defragmentation blocks its member, and the others must keep the quorum)" >&2
+    exit 1
+  fi
+  if [ "$(field leader "${s}")" = "$(field member_id "${s}")" ]; then
+    leader="${ep}"
+  else
+    followers="${followers} ${ep}"
+  fi
+done
+if [ -z "${leader}" ]; then
+  echo "skipped: no member of ${SHARD}'s etcd is its leader, so no member is defragmented" >&2
+  exit 1
+fi
+done_count=0
+for ep in ${followers} ${leader}; do
+  role=follower
+  if [ "${ep}" = "${leader}" ]; then role=leader; fi
+  before="$(status "${ep}")"
+  call "${ep}/v3/maintenance/defragment" 900 '{}' >/dev/null
+  after="$(status "${ep}")"
+  echo "defragmented ${ep} (${role}): database size $(field dbSize "${before}") -> $(field dbSize "${after}") bytes, $(field dbSizeInUse "${after}") bytes in use"
+  done_count=$((done_count + 1))
+  waited=0
+  until healthy "${ep}"; do
+    waited=$((waited + 1))
+    if [ "${waited}" -ge 60 ]; then
+      echo "${ep} is not healthy 60s after its defragmentation: the members after it are left as they are" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+done
+echo "defragmented ${done_count} members of ${SHARD}'s etcd, the leader last"`

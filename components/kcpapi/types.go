@@ -6,6 +6,8 @@
 // There is deliberately no shardBaseURL field: the design document forbids setting it.
 package kcpapi
 
+import corev1 "k8s.io/api/core/v1"
+
 const (
 	Group      = "operator.kcp.io"
 	APIVersion = Group + "/v1alpha1"
@@ -119,6 +121,31 @@ type CommonShardSpec struct {
 	Auth                 *AuthSpec                      `json:"auth,omitempty"`
 	Etcd                 EtcdConfig                     `json:"etcd"`
 	Resources            *ResourceRequirements          `json:"resources,omitempty"`
+	DeploymentTemplate   *DeploymentTemplate            `json:"deploymentTemplate,omitempty"`
+}
+
+// DeploymentTemplate is what the operator copies into a server's Deployment. Of the pod
+// spec, it replaces nodeSelector, affinity, tolerations and topologySpreadConstraints
+// whole (internal/resources/utils/deployments.go, applyPodSpecTemplate).
+type DeploymentTemplate struct {
+	Spec *DeploymentSpecTemplate `json:"spec,omitempty"`
+}
+
+// DeploymentSpecTemplate holds the pod template.
+type DeploymentSpecTemplate struct {
+	Template *PodTemplateSpec `json:"template,omitempty"`
+}
+
+// PodTemplateSpec holds the pod spec's template.
+type PodTemplateSpec struct {
+	Spec *PodSpecTemplate `json:"spec,omitempty"`
+}
+
+// PodSpecTemplate is the pod placement the program sets, with the core API's types.
+type PodSpecTemplate struct {
+	NodeSelector              map[string]string                 `json:"nodeSelector,omitempty"`
+	Affinity                  *corev1.Affinity                  `json:"affinity,omitempty"`
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 }
 
 // ResourceRequirements are a container's requests and limits, as corev1 spells them.
@@ -129,8 +156,9 @@ type ResourceRequirements struct {
 
 // RootShardProxySpec configures the operator's internal proxy in front of the root shard.
 type RootShardProxySpec struct {
-	Image    *ImageSpec `json:"image,omitempty"`
-	Replicas *int32     `json:"replicas,omitempty"`
+	Image              *ImageSpec          `json:"image,omitempty"`
+	Replicas           *int32              `json:"replicas,omitempty"`
+	DeploymentTemplate *DeploymentTemplate `json:"deploymentTemplate,omitempty"`
 }
 
 // RootShardSpec is the spec of a RootShard.
@@ -156,6 +184,7 @@ type FrontProxySpec struct {
 	Auth                 *AuthSpec                      `json:"auth,omitempty"`
 	External             *ExternalConfig                `json:"external,omitempty"`
 	CertificateTemplates map[string]CertificateTemplate `json:"certificateTemplates,omitempty"`
+	DeploymentTemplate   *DeploymentTemplate            `json:"deploymentTemplate,omitempty"`
 }
 
 // KubeconfigTarget says which component the minted kubeconfig talks to.
