@@ -31,9 +31,11 @@ import (
 
 // Stage 3, verify: cmd/verify's checks against running kcp, CoreDNS reading the
 // program's Corefile, the hub's credential used as the hub uses it, and the gke plan's
-// kcp command lines run through the real kcp binaries. Its three lanes only read the
-// stack (each makes and removes its own workspaces, users and pods), so they run side by
-// side: the provider's path, people signing in, and the admin's and the hub's tools.
+// kcp command lines run through the real kcp binaries, what GKE's upgrades, drains and a
+// lost zone do to the gke plan's kcp servers, and the etcd defragmentation. Its lanes
+// only read the stack (each makes and removes its own workspaces, users, pods, nodes and
+// Jobs), so they run side by side: the provider's path, people signing in, the admin's
+// and the hub's tools, the gke plan's disruptions, and the defragmentation.
 // With RAILGRID_E2E_HOLD=1 the lifecycle holds the converged stack after this stage
 // (hold).
 var verifyLanes = [][]step{{
@@ -50,6 +52,12 @@ var verifyLanes = [][]step{{
 	{"coredns-reads-our-corefile", corednsReadsOurCorefile, false},
 	{"hub-credential-works", hubCredentialWorks, false},
 	{"kcp-accepts-the-gke-plans-command-lines", kcpAcceptsTheGKEPlansCommandLines, false},
+}, {
+	{"gke-plan-kcp-servers-spread-over-zones", gkePlanKcpServersSpreadOverZones, false},
+	{"kcp-budgets-refuse-a-second-eviction", kcpBudgetsRefuseASecondEviction, false},
+	{"gke-plan-kcp-servers-never-pack-into-the-zones-left", gkePlanKcpServersNeverPackIntoTheZonesLeft, false},
+}, {
+	{"etcd-shrinks-when-its-scheduled-defragmentation-runs", etcdShrinksWhenItsScheduledDefragmentationRuns, false},
 }}
 
 // verifyFindings is what a lane's step finds for the later steps of its lane.
@@ -63,17 +71,31 @@ type verifyFindings struct {
 	dexUp      time.Time
 	aliceToken string
 	// removeGKEPlan removes the gke plan's kcp objects, which the stage applies when it
-	// begins, so that the operator renders their Deployments while the lanes run.
+	// begins, so that the operator renders their Deployments while the lanes run, and the
+	// kcp pool they run on.
 	removeGKEPlan func()
+	// gkePlanTemplates are the pod templates of the gke plan's kcp servers, by Deployment.
+	gkePlanTemplates map[string]corev1.PodSpec
 }
 
 // beginVerify applies the gke plan's kcp objects in a namespace of their own, for
-// kcp-accepts-the-gke-plans-command-lines, and removes them when the stage ends.
+// kcp-accepts-the-gke-plans-command-lines and the disruption steps, with the kcp pool
+// their pods select, and removes them when the stage ends.
 func beginVerify(t *testing.T, l *lifecycle) {
-	remove := applyGKEPlanKcpObjects(t, l.ctx, l.c, l.src.root)
+	applied, remove := applyGKEPlanKcpObjects(t, l.ctx, l.c, l.src.root)
 	var once sync.Once
 	l.verify = &verifyFindings{removeGKEPlan: func() { once.Do(remove) }}
 	t.Cleanup(l.verify.removeGKEPlan)
+	templates, err := gkePlanTemplates(applied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.verify.gkePlanTemplates = templates
+	removePool, err := createKcpPool(l.ctx, l.c, templates[naming.RootShardDeployment(naming.RootShardName)].NodeSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(removePool)
 }
 
 // cmdVerify: cmd/verify passes every check but ingress, which it reports as skipped:
@@ -309,7 +331,7 @@ func kcpAcceptsTheGKEPlansCommandLines(t *testing.T, l *lifecycle) {
 	if l.verify.removeGKEPlan == nil {
 		t.Skip("the first up did not apply the gke plan's kcp objects")
 	}
-	checkGKEPlanKcpArgs(t, l.ctx, l.c, l.bins, l.verify.removeGKEPlan)
+	checkGKEPlanKcpArgs(t, l.ctx, l.c, l.bins)
 }
 
 // envHold=1 holds the converged stack for hands-on use (docs/testing.md, "Hands on a

@@ -314,14 +314,15 @@ func tail(s string, n int) []string {
 // the kind stack's (the objects name only their own namespace, so they move as a set).
 const gkePlanNamespace = "gke-plan"
 
-// applyGKEPlanKcpObjects applies the gke plan's kcp objects for checkGKEPlanKcpArgs: the
-// gke stack's offline plan (Pulumi.gke.yaml under the mocks, as cmd/plan renders it) gives
-// its Issuer, RootShard, Shard and FrontProxy; the test applies them to a namespace of
-// their own on this cluster, for the real operator to write their Deployments while
-// other steps run. The returned func removes them (the test lifts their finalizers: no
-// kcp runs behind them to clean up after); the caller makes sure it runs, as the objects
-// must outlive the step that applies them.
-func applyGKEPlanKcpObjects(t *testing.T, ctx context.Context, c *cluster, root string) (remove func()) {
+// applyGKEPlanKcpObjects applies the gke plan's kcp objects for checkGKEPlanKcpArgs and
+// the disruption steps (disruptions_test.go): the gke stack's offline plan
+// (Pulumi.gke.yaml under the mocks, as cmd/plan renders it) gives its Issuer, RootShard,
+// Shard and FrontProxy, and the kcp servers' disruption budgets; the test applies them to
+// a namespace of their own on this cluster, for the real operator to write their
+// Deployments while other steps run. It returns what it applied, and a func that removes
+// it (the test lifts their finalizers: no kcp runs behind them to clean up after); the
+// caller makes sure it runs, as the objects must outlive the step that applies them.
+func applyGKEPlanKcpObjects(t *testing.T, ctx context.Context, c *cluster, root string) (applied []*unstructured.Unstructured, remove func()) {
 	t.Helper()
 	values, err := config.ReadStackFile(filepath.Join(root, "Pulumi.gke.yaml"))
 	if err != nil {
@@ -342,9 +343,9 @@ func applyGKEPlanKcpObjects(t *testing.T, ctx context.Context, c *cluster, root 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var applied []*unstructured.Unstructured
 	kinds := map[string]bool{"cert-manager.io/v1 Issuer": true, "operator.kcp.io/v1alpha1 RootShard": true,
-		"operator.kcp.io/v1alpha1 Shard": true, "operator.kcp.io/v1alpha1 FrontProxy": true}
+		"operator.kcp.io/v1alpha1 Shard": true, "operator.kcp.io/v1alpha1 FrontProxy": true, "policy/v1 PodDisruptionBudget": true}
+	seen := map[string]bool{}
 	for _, o := range plan.KubernetesObjects(rec) {
 		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(o.Manifest)}
 		if o.Patch || !kinds[u.GetAPIVersion()+" "+u.GetKind()] || u.GetNamespace() != naming.NamespaceKcp {
@@ -361,19 +362,19 @@ func applyGKEPlanKcpObjects(t *testing.T, ctx context.Context, c *cluster, root 
 			t.Fatalf("applying the gke plan's %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
 		applied = append(applied, u)
+		seen[u.GetAPIVersion()+" "+u.GetKind()] = true
 	}
-	if len(applied) != len(kinds) {
-		t.Fatalf("the gke plan gave %d of the %d kcp objects %v", len(applied), len(kinds), kinds)
+	if len(seen) != len(kinds) {
+		t.Fatalf("the gke plan gave kcp objects of %d of the %d kinds %v", len(seen), len(kinds), kinds)
 	}
 	var once sync.Once
-	return func() { once.Do(func() { removeWithFinalizers(context.Background(), c, mapper, applied) }) }
+	return applied, func() { once.Do(func() { removeWithFinalizers(context.Background(), c, mapper, applied) }) }
 }
 
 // checkGKEPlanKcpArgs runs the command lines the operator wrote for the gke plan's kcp
 // objects (applyGKEPlanKcpObjects) through the same check as the kind stack's.
-func checkGKEPlanKcpArgs(t *testing.T, ctx context.Context, c *cluster, bins binaries, remove func()) {
+func checkGKEPlanKcpArgs(t *testing.T, ctx context.Context, c *cluster, bins binaries) {
 	t.Helper()
-	defer remove()
 	checkKcpAcceptsOperatorArgs(t, ctx, c, bins, gkePlanNamespace, len(wantKcpServers))
 }
 

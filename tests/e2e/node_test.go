@@ -63,6 +63,10 @@ func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []stri
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	defrag, err := testenv.EtcdDefragImage(bins.busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
 	versions := testKcpVersions(p)
 	kcp := testenv.KcpImage(config.KcpImageRepository+":"+versions[0], bins.kcpServers)
 	for _, v := range versions[1:] {
@@ -72,6 +76,7 @@ func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []stri
 		testenv.PauseImage(testenv.BuildPause(t, dir)),
 		testenv.CoreDNSImage(testenv.KubeadmCoreDNSImage(), bins.coredns),
 		testenv.BusyboxImage(config.DefaultDNSCheckImage, bins.busybox, "sh", "nslookup", "cat"),
+		defrag,
 		testenv.EtcdImage(planEtcdImage(t, p), bins.etcdImage[0], bins.etcdImage[1], bins.etcdImage[2]),
 		kcp,
 		testenv.OperatorImage(config.OperatorImageRepository+":"+p.cfg.Versions.OperatorImage, bins.kcpOperator),

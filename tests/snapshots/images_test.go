@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -26,10 +27,11 @@ var (
 	imagesErr  error
 )
 
-// nodeImages writes and unpacks the gcloud image (from the SDK at sdkRoot) and the etcd
-// image (from the etcd tools at etcdTools) under the names the plan's pods use, once per
-// test binary.
-func nodeImages(gcloudRef, sdkRoot, etcdRef, etcdTools string) (map[string]image, string, error) {
+// nodeImages writes and unpacks the gcloud image (from the SDK at sdkRoot), the etcd
+// image (from the etcd tools at etcdTools) and the defragmentation's busybox (Debian's
+// busybox-static) under the names the plan's pods use, once per test binary.
+func nodeImages(jp jobPods, sdkRoot, etcdTools string) (map[string]image, string, error) {
+	gcloudRef, etcdRef := jp.gcloud, jp.etcdImg
 	var report string
 	imagesOnce.Do(func() {
 		imagesDir, imagesErr = os.MkdirTemp("", "railgrid-snapshots-images-")
@@ -47,8 +49,18 @@ func nodeImages(gcloudRef, sdkRoot, etcdRef, etcdTools string) (map[string]image
 			return
 		}
 		etcd := testenv.EtcdImage(etcdRef, filepath.Join(etcdTools, "etcd"), filepath.Join(etcdTools, "etcdctl"), filepath.Join(etcdTools, "etcdutl"))
+		busybox, err := exec.LookPath("busybox")
+		if err != nil {
+			imagesErr = fmt.Errorf("busybox (Debian's busybox-static, which hack/build-tools.sh node installs): %w", err)
+			return
+		}
+		shell, err := testenv.EtcdDefragImage(busybox)
+		if err != nil {
+			imagesErr = err
+			return
+		}
 		images = map[string]image{}
-		for i, img := range []testenv.Image{gcloud, etcd} {
+		for i, img := range []testenv.Image{gcloud, etcd, shell} {
 			tarball := filepath.Join(imagesDir, fmt.Sprintf("image-%d.tar", i))
 			if err := testenv.WriteImage(img, tarball); err != nil {
 				imagesErr = err
@@ -63,7 +75,7 @@ func nodeImages(gcloudRef, sdkRoot, etcdRef, etcdTools string) (map[string]image
 			_ = os.Remove(tarball)
 			images[img.Ref] = image{root: root, env: env}
 		}
-		report = fmt.Sprintf("images %s and %s written and unpacked in %s", gcloudRef, etcdRef, time.Since(start).Round(time.Millisecond))
+		report = fmt.Sprintf("images %s, %s and %s written and unpacked in %s", gcloudRef, etcdRef, jp.shell, time.Since(start).Round(time.Millisecond))
 	})
 	return images, report, imagesErr
 }

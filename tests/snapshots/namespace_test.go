@@ -25,7 +25,7 @@ const envChild = "RAILGRID_SNAPSHOTS_CHILD"
 // childInput is what the outer test hands to the process inside the namespaces.
 type childInput struct {
 	Scenario string             `json:"scenario"`
-	Pods     map[string]podSpec `json:"pods"` // "snapshot", "drill", "probe"
+	Pods     map[string]podSpec `json:"pods"` // "snapshot", "drill", "defrag", "probe"
 	// Members are the root shard's etcd StatefulSet pod templates, by stack.
 	Members    map[string]podSpec   `json:"members"`
 	StackFiles map[string]string    `json:"stackFiles"` // Pulumi.<stack>.yaml, by stack
@@ -50,6 +50,7 @@ type imageRoot struct {
 type childResult struct {
 	Runs    []podRun      `json:"runs"`
 	Restore *restoreFacts `json:"restore,omitempty"`
+	Defrag  *defragFacts  `json:"defrag,omitempty"`
 	Error   string        `json:"error,omitempty"`
 	Notes   []string      `json:"notes,omitempty"`
 }
@@ -170,6 +171,10 @@ func scenario(in childInput, res *childResult) error {
 	case "read-only-root":
 		_, err := runPod("probe")
 		return err
+	case "defrag":
+		return defragScenario(in, res, runner, -1)
+	case "defrag-unhealthy":
+		return defragScenario(in, res, runner, 1)
 	case "restore-kind", "restore-gke":
 		return restoreScenario(ctx, in, res, runner, gcs, strings.TrimPrefix(in.Scenario, "restore-"))
 	}

@@ -1,10 +1,10 @@
-// Package snapshots runs the exact snapshot and restore-drill jobs of the gke stack's
-// CronJobs and the restore Jobs of cmd/etcdrestore, taken from the program's own
+// Package snapshots runs the exact snapshot, restore-drill and defragmentation jobs of
+// the gke stack's CronJobs and the restore Jobs of cmd/etcdrestore, taken from the program's own
 // objects, for real on loopback: the etcd members of the StatefulSets (kind's one, gke's
 // three) on etcd v3.6 built at the image's version (tools/etcdtools), gcloud pointed at
 // a GCS emulator (fake-gcs-server), in private mount and network namespaces, each
-// container in the root filesystem of the image the real node runs (testenv's gcloud
-// and etcd images, unpacked) as the pod's user, with a read-only root filesystem where
+// container in the root filesystem of the image the real node runs (testenv's gcloud,
+// etcd and busybox images, unpacked) as the pod's user, with a read-only root filesystem where
 // the container declares one.
 package snapshots
 
@@ -25,6 +25,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
 	"github.com/railgrid/railgrid-kcp/internal/testkit/planjobs"
@@ -74,6 +75,12 @@ func findTools(t *testing.T, root string) tools {
 	if len(missing) > 0 {
 		t.Fatalf("missing %s: run hack/build-tools.sh etcdtools fakegcs (or set %s=1 to skip)", strings.Join(missing, ", "), envSkip)
 	}
+	// busybox (the defragmentation's image) is Debian's busybox-static, which the node's
+	// packages include.
+	node := exec.Command("bash", filepath.Join(root, "hack/build-tools.sh"), "node")
+	if out, err := node.CombinedOutput(); err != nil {
+		t.Fatalf("hack/build-tools.sh node: %v\n%s", err, out)
+	}
 	if tl.sdkRoot, err = testenv.GcloudSDKRoot(); err != nil {
 		t.Fatalf("%v (or set %s=1 to skip)", err, envSkip)
 	}
@@ -95,6 +102,7 @@ type jobPods struct {
 	etcdHost string
 	etcdImg  string
 	gcloud   string
+	shell    string // the defragmentation's busybox
 }
 
 var (
@@ -122,9 +130,11 @@ func renderPods(root, shard string) (jobPods, error) {
 		etcdHost: naming.EtcdServiceHost(shard),
 		etcdImg:  p.EtcdImage(),
 		gcloud:   p.GcloudImage(),
+		shell:    config.EtcdDefragImage,
 	}
 	opts := planjobs.Options{Env: testenv.GCSEmulatorEnv(gcsURL)}
-	for key, cronJob := range map[string]string{"snapshot": naming.EtcdSnapshotCronJob(shard), "drill": naming.EtcdRestoreDrillCronJob(shard)} {
+	for key, cronJob := range map[string]string{"snapshot": naming.EtcdSnapshotCronJob(shard), "drill": naming.EtcdRestoreDrillCronJob(shard),
+		"defrag": naming.EtcdDefragCronJob(shard)} {
 		opts.Name = cronJob + "-test"
 		job, err := p.Job(cronJob, opts)
 		if err != nil {
@@ -141,7 +151,9 @@ func renderPods(root, shard string) (jobPods, error) {
 			}
 		}
 		jp.pods[key] = ps
-		jp.bucket = planjobs.Bucket(job)
+		if b := planjobs.Bucket(job); b != "" {
+			jp.bucket = b
+		}
 	}
 	if jp.bucket == "" {
 		return jobPods{}, fmt.Errorf("no BUCKET in the jobs' environment")
@@ -270,7 +282,7 @@ func prerequisites(t *testing.T) scenarioEnv {
 	image := strings.TrimPrefix(jp.etcdImg[strings.LastIndex(jp.etcdImg, ":")+1:], "v")
 	require.True(t, strings.HasPrefix(image, built[1]+"."), "tools/etcdtools builds etcd %s.%s, the program's image is %s: bump tools/etcdtools", built[1], built[2], jp.etcdImg)
 	t.Logf("etcd tools %s.%s for image %s", built[1], built[2], jp.etcdImg)
-	imgs, report, err := nodeImages(jp.gcloud, tl.sdkRoot, jp.etcdImg, tl.etcd)
+	imgs, report, err := nodeImages(jp, tl.sdkRoot, tl.etcd)
 	require.NoError(t, err)
 	if report != "" {
 		t.Log(report)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/railgrid/railgrid-kcp/config"
 )
 
 // PauseImageRef is the sandbox image containerd is told to use; the kubelet never pulls it.
@@ -75,6 +77,18 @@ func BusyboxImage(ref, busybox string, applets ...string) Image {
 		files = append(files, ImageFile{Path: "/bin/" + a, Symlink: "busybox"})
 	}
 	return Image{Ref: ref, Files: files, Env: []string{"PATH=/bin"}, User: "65534:65534"}
+}
+
+// EtcdDefragImage is the etcd defragmentation's image (config.EtcdDefragImage) made of
+// busybox, with the applets its script runs. busybox must be the version the image's tag
+// pins (Debian's busybox-static is), or the test would prove another busybox.
+func EtcdDefragImage(busybox string) (Image, error) {
+	tag := config.EtcdDefragImage[strings.LastIndex(config.EtcdDefragImage, ":")+1:]
+	out, _ := exec.Command(busybox).CombinedOutput()
+	if want := "BusyBox v" + strings.SplitN(tag, "-", 2)[0] + " "; !strings.HasPrefix(string(out), want) {
+		return Image{}, fmt.Errorf("%s is not %s... (the version %s pins): %.60s", busybox, want, config.EtcdDefragImage, out)
+	}
+	return BusyboxImage(config.EtcdDefragImage, busybox, "sh", "wget", "timeout", "sed", "grep", "sleep", "printf"), nil
 }
 
 // KcpImage is kcp's image as its Dockerfile lays it out: the servers at the root
