@@ -30,7 +30,8 @@ func TestChangesOfAddingAShard(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"+ Shard kcp-system/beta\n", "+ StatefulSet etcd/etcd-beta\n", "~ ConfigMap kube-system/railgrid-kcp-hosts\n",
-		"    +         10.96.0.103 beta.kcp.localhost\n", "# 10 to create, 0 to delete, 2 to update"} {
+		"+ CronJob etcd/etcd-beta-defrag\n", "+ PodDisruptionBudget kcp-system/beta-shard-kcp\n",
+		"    +         10.96.0.103 beta.kcp.localhost\n", "# 12 to create, 0 to delete, 2 to update"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the changes lack %q:\n%s", want, out)
 		}

@@ -56,7 +56,8 @@ func kindEtcdImage(t *testing.T) string {
 }
 
 // etcdOfTheKindPlanRuns applies the kind plan's objects of the etcd namespace for the
-// root shard (namespace, Services, StatefulSet, disruption budget, network policy)
+// root shard (namespace, Services, StatefulSet, disruption budget, network policy, the
+// defragmentation's CronJob)
 // exactly as rendered, gives its claim a volume under dir, and waits for the member to
 // become Ready through its real readiness probe, with no restart; then it reads from the
 // kernel that the container's root filesystem is mounted read-only, as declared.
@@ -130,7 +131,7 @@ func apply(t *testing.T, ctx context.Context, dyn dynamic.Interface, manifest ma
 	obj := &unstructured.Unstructured{Object: manifest}
 	gvk := obj.GroupVersionKind()
 	resource := map[string]string{"Namespace": "namespaces", "Service": "services", "StatefulSet": "statefulsets",
-		"PodDisruptionBudget": "poddisruptionbudgets", "NetworkPolicy": "networkpolicies"}[gvk.Kind]
+		"PodDisruptionBudget": "poddisruptionbudgets", "NetworkPolicy": "networkpolicies", "CronJob": "cronjobs"}[gvk.Kind]
 	if resource == "" {
 		t.Fatalf("the etcd objects have a kind this test does not apply: %s", gvk.Kind)
 	}
