@@ -28,7 +28,8 @@ func newEtcdDefragCronJob(ctx *pulumi.Context, name string, args *EtcdClusterArg
 		// No retry: the next scheduled run is the retry, and a failure stays visible.
 		schedule: args.Defrag.Schedule, backoffLimit: 0, activeDeadlineSeconds: 3600,
 		// The client label lets the pod through the etcd NetworkPolicy.
-		labels:     pulumi.StringMap{naming.EtcdClientLabel: pulumi.String(args.Shard), naming.EtcdJobLabel: pulumi.String("defrag")},
+		labels: pulumi.StringMap{naming.EtcdClientLabel: pulumi.String(args.Shard), naming.EtcdJobLabel: pulumi.String("defrag")},
+		// No step calls gcloud, so no bucket.
 		containers: images.containers(etcdjobs.DefragSteps(args.Shard, args.Members), pulumi.StringOutput{}),
 	}.cronJobSpec()
 	return batchv1.NewCronJob(ctx, name+"-defrag", &batchv1.CronJobArgs{
