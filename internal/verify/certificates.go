@@ -32,9 +32,7 @@ const CheckCertificates = "certificates"
 const caKey = "ca.crt"
 
 // DefaultMinCertificateValidity is below the week before expiry at which cert-manager
-// renews kcp's certificates (the operator's renewBefore, DefaultCertificateRenewal in
-// sdk/apis/operator/v1alpha1/common.go; 30 days for its CAs): a certificate this close
-// to its end was not renewed.
+// renews kcp's certificates: a certificate this close to its end was not renewed.
 const DefaultMinCertificateValidity = 72 * time.Hour
 
 func checkCertificates(ctx context.Context, o *Options) []Result {
