@@ -3,7 +3,6 @@ package snapshots
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -58,17 +57,8 @@ func statusOf(in childInput, member int) (memberStatus, error) {
 // defragmentation pod; with stopMember >= 0, that member is stopped first.
 func defragScenario(in childInput, res *childResult, runner podRunner, stopMember int) error {
 	const members = 3
-	for i := 0; i < members; i++ {
-		claim := naming.EtcdClaimName(in.Shard, i)
-		dir := filepath.Join(in.WorkDir, "claims", claim)
-		// As the end-to-end test's provisioner makes a volume: writable by all.
-		if err := os.MkdirAll(dir, 0o777); err != nil {
-			return err
-		}
-		if err := os.Chmod(dir, 0o777); err != nil {
-			return err
-		}
-		runner.claims[claim] = dir
+	if err := provideClaims(in, runner, members); err != nil {
+		return err
 	}
 	started, err := startMembers(in, runner, "gke", members)
 	if err != nil {

@@ -62,17 +62,8 @@ func restoreScenario(ctx context.Context, in childInput, res *childResult, runne
 	}
 	facts := &restoreFacts{Members: cfg.Etcd.Members, Keys: in.Keys}
 	res.Restore = facts
-	for i := 0; i < cfg.Etcd.Members; i++ {
-		claim := naming.EtcdClaimName(in.Shard, i)
-		dir := filepath.Join(in.WorkDir, "claims", claim)
-		// As the end-to-end test's provisioner makes a volume: writable by all.
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chmod(dir, 0o777); err != nil {
-			return err
-		}
-		runner.claims[claim] = dir
+	if err := provideClaims(in, runner, cfg.Etcd.Members); err != nil {
+		return err
 	}
 	if stack == "kind" {
 		// An older object: the restore of the newest must not pick it.
@@ -228,6 +219,24 @@ func startMembers(in childInput, runner podRunner, stack string, count int) ([]*
 		}
 	}
 	return started, nil
+}
+
+// provideClaims gives each of the shard's members' claims a directory of its own under
+// the scenario's work directory, as the end-to-end test's provisioner makes a volume:
+// writable by all.
+func provideClaims(in childInput, runner podRunner, members int) error {
+	for i := 0; i < members; i++ {
+		claim := naming.EtcdClaimName(in.Shard, i)
+		dir := filepath.Join(in.WorkDir, "claims", claim)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
+			return err
+		}
+		runner.claims[claim] = dir
+	}
+	return nil
 }
 
 func stopMembers(members []*runningPod) {
