@@ -98,6 +98,10 @@ config from Pulumi.<stack>.yaml in the current directory:
   hub-kubeconfig  the hub Secret's admin.kubeconfig points at the in-cluster front-proxy
                   Service and its client certificate is valid; expiring within
                   -min-validity-days is a warning (a failure with -strict)
+  certificates    every TLS Secret in kcp-system (each kcp server's serving and client
+                  certificates, each CA once), the OIDC issuer's CA and the hub's
+                  credential: fails on one expiring within -cert-min-validity, and when
+                  the hub's copy is not the operator's current certificate
 
 The next three ask running kcp through the Services the program owns (kcp-<component>,
 port 6443), reached through the API server's port-forward like kubectl port-forward
@@ -166,15 +170,16 @@ type options struct {
 	asJSON, strict          bool
 	timeout, interval       time.Duration
 	// checks are the selected checks; skip maps each skipped one to the reason reported.
-	checks      []string
-	skip        map[string]string
-	ingressAddr string
-	insecure    bool
-	caFile      string
-	minDays     int
-	podNS       string
-	dnsImage    string
-	probeImage  string
+	checks          []string
+	skip            map[string]string
+	ingressAddr     string
+	insecure        bool
+	caFile          string
+	minDays         int
+	certMinValidity time.Duration
+	podNS           string
+	dnsImage        string
+	probeImage      string
 	// oidcTokenFile, oidcKubeconfig and oidcWorkspace are what oidc-user signs in with.
 	oidcTokenFile, oidcKubeconfig, oidcWorkspace string
 }
@@ -245,6 +250,7 @@ func (o *options) define(flags *flag.FlagSet, lists *checkLists) {
 	flags.BoolVar(&o.insecure, "insecure-skip-tls-verify", false, "do not verify the ingress's server certificates")
 	flags.StringVar(&o.caFile, "ca-file", "", "PEM CA bundle to verify the ingress's server certificates with instead of the system roots (for the kind stack, kcp's CA from the hub kubeconfig is trusted by default)")
 	flags.IntVar(&o.minDays, "min-validity-days", verify.DefaultMinValidityDays, "warn when the hub's client certificate expires within this many days")
+	flags.DurationVar(&o.certMinValidity, "cert-min-validity", verify.DefaultMinCertificateValidity, "certificates fails on a certificate that expires within this long")
 	flags.BoolVar(&o.strict, "strict", false, "treat warnings as failures (exit status 1)")
 	flags.StringVar(&o.podNS, "pod-namespace", "default", "namespace of the split-horizon probe Pod")
 	flags.StringVar(&o.dnsImage, "dns-image", config.DefaultDNSCheckImage, "image of the split-horizon probe Pod (needs /bin/sh and nslookup)")
@@ -268,6 +274,8 @@ func (o *options) check(extra []string, lists checkLists) error {
 		return usagef("-interval must be positive")
 	case o.minDays < 0:
 		return usagef("-min-validity-days must be 0 or more")
+	case o.certMinValidity <= 0:
+		return usagef("-cert-min-validity must be positive")
 	case o.insecure && o.caFile != "":
 		return usagef("-ca-file and -insecure-skip-tls-verify exclude each other")
 	}
@@ -324,14 +332,15 @@ func (o options) running() []string {
 // kubeconfig context the clients use ("" when no check needs the cluster).
 func (o options) checkOptions(ctx context.Context, cfg *config.Config, d deps, stderr io.Writer) (opts verify.Options, usedContext string, err error) {
 	opts = verify.Options{
-		Config:        cfg,
-		Timeout:       o.timeout,
-		Interval:      o.interval,
-		MinValidity:   time.Duration(o.minDays) * 24 * time.Hour,
-		DNSCheckImage: o.dnsImage,
-		ProviderImage: o.probeImage,
-		Now:           d.now,
-		Skip:          o.skip,
+		Config:                 cfg,
+		Timeout:                o.timeout,
+		Interval:               o.interval,
+		MinValidity:            time.Duration(o.minDays) * 24 * time.Hour,
+		DNSCheckImage:          o.dnsImage,
+		MinCertificateValidity: o.certMinValidity,
+		ProviderImage:          o.probeImage,
+		Now:                    d.now,
+		Skip:                   o.skip,
 	}
 	if o.minDays == 0 {
 		opts.MinValidity = time.Nanosecond // only an expired certificate counts

@@ -100,10 +100,10 @@ func TestVerifyPassesOnAHealthyStack(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	// A header, 25 results, the two that need the provider probe's image and oidc-user,
-	// which needs a user's token (none is given here, so they are skipped, never passed)
-	// and a summary.
-	if len(lines) != 30 || lines[len(lines)-1] != "PASSED: 25 passed, 0 warning(s), 0 failed, 3 skipped (not verified)" {
+	// A header, 30 results (5 of them certificates'), the two that need the provider
+	// probe's image and oidc-user, which needs a user's token (none is given here, so
+	// they are skipped, never passed), and a summary.
+	if len(lines) != 35 || lines[len(lines)-1] != "PASSED: 30 passed, 0 warning(s), 0 failed, 3 skipped (not verified)" {
 		t.Fatalf("output:\n%s", stdout)
 	}
 	for _, l := range lines[1 : len(lines)-1] {
@@ -127,7 +127,7 @@ func TestVerifyJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &report); err != nil {
 		t.Fatalf("stdout is not JSON: %v\n%s", err, stdout)
 	}
-	if !report.Passed || report.Stack != "kind" || report.Context != "other" || report.Summary.Pass != 25 {
+	if !report.Passed || report.Stack != "kind" || report.Context != "other" || report.Summary.Pass != 30 {
 		t.Errorf("report %+v", report)
 	}
 }
@@ -142,7 +142,7 @@ func TestVerifyExitsOneWhenACheckFails(t *testing.T) {
 		t.Fatalf("exit %d, want 1\n%s", code, stdout)
 	}
 	if !strings.Contains(stdout, "✗ ingress        GET https://kcp-root.example.com/api: answered 401, want 403") ||
-		!strings.Contains(stdout, "FAILED: 23 passed, 0 warning(s), 2 failed") {
+		!strings.Contains(stdout, "FAILED: 28 passed, 0 warning(s), 2 failed") {
 		t.Errorf("output:\n%s", stdout)
 	}
 }
@@ -188,6 +188,7 @@ func TestVerifyUsageAndConfigErrors(t *testing.T) {
 		"unknown check":     {args: []string{"-stack", "kind", "-checks", "dns"}, stderr: `unknown check "dns"`},
 		"both trust flags":  {args: []string{"-stack", "kind", "-ca-file", "x", "-insecure-skip-tls-verify"}, stderr: "exclude each other"},
 		"bad timeout":       {args: []string{"-stack", "kind", "-timeout", "0s"}, stderr: "-timeout must be positive"},
+		"bad cert validity": {args: []string{"-stack", "kind", "-cert-min-validity", "-1h"}, stderr: "-cert-min-validity must be positive"},
 		"bad address":       {args: []string{"-stack", "kind", "-ingress-address", "localhost"}, stderr: "must be host:port"},
 		"stray argument":    {args: []string{"-stack", "kind", "gke"}, stderr: "unexpected arguments: gke"},
 		"kubeconfig broken": {args: []string{"-stack", "kind"}, clientsErr: errors.New(`context "kind-railgrid-kcp" does not exist`), stderr: `kubeconfig: context "kind-railgrid-kcp" does not exist`},

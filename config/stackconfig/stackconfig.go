@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -91,7 +93,12 @@ func ReadPreviousShards(ctx *pulumi.Context) (map[string]config.ShardEndpoint, e
 	var read struct {
 		Outputs map[string]any `pulumi:"outputs"`
 	}
-	if err := ctx.Invoke(ReadStackOutputsToken, readStackOutputsArgs{Name: self}, &read); err != nil {
+	err := ctx.Invoke(ReadStackOutputsToken, readStackOutputsArgs{Name: self}, &read)
+	for attempt := 1; err != nil && strings.HasSuffix(err.Error(), checkpointBeingWritten) && attempt < checkpointReadAttempts; attempt++ {
+		time.Sleep(checkpointReadPause)
+		err = ctx.Invoke(ReadStackOutputsToken, readStackOutputsArgs{Name: self}, &read)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("reading the previous state of stack %s: %w", self, err)
 	}
 	raw := read.Outputs[config.PreviousShardsOutput]
@@ -108,6 +115,17 @@ func ReadPreviousShards(ctx *pulumi.Context) (map[string]config.ShardEndpoint, e
 	}
 	return prev, nil
 }
+
+// The file (diy) backend's read of the checkpoint fails with checkpointBeingWritten when
+// it meets the checkpoint's attributes file while the engine rewrites it, which the
+// engine does as the update starts, just when this read runs (gocloud.dev's fileblob
+// truncates that file in place, then writes it). The read is made again, a bounded
+// number of times; any other error, or this one that persists, refuses the update.
+const (
+	checkpointBeingWritten = "failed to load checkpoint: EOF"
+	checkpointReadAttempts = 20
+	checkpointReadPause    = 100 * time.Millisecond
+)
 
 // ReadStackOutputsToken is the engine's builtin call that reads a stack's outputs.
 const ReadStackOutputsToken = "pulumi:pulumi:readStackOutputs"

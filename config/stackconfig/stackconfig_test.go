@@ -2,8 +2,10 @@ package stackconfig
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
@@ -97,5 +99,51 @@ func TestLoadWithoutPulumiConfigReadsTheKnownKeys(t *testing.T) {
 	}, pulumi.WithMocks(config.Project, "kind", noResources{}), func(info *pulumi.RunInfo) { info.Config = values })
 	if loadErr != nil || cfg.Etcd.Members != 1 {
 		t.Fatalf("got %+v, %v", cfg, loadErr)
+	}
+}
+
+// checkpointReads answers the stack's read of its own outputs with the file backend's
+// error failures times, then with no outputs.
+type checkpointReads struct {
+	noResources
+	failures, calls int
+	err             string
+}
+
+func (c *checkpointReads) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	if args.Token != ReadStackOutputsToken {
+		return resource.PropertyMap{}, nil
+	}
+	c.calls++
+	if c.calls <= c.failures {
+		return nil, errors.New(c.err)
+	}
+	return resource.PropertyMap{"outputs": resource.NewObjectProperty(resource.PropertyMap{})}, nil
+}
+
+func readPrevious(t *testing.T, mocks *checkpointReads) error {
+	t.Helper()
+	var readErr error
+	_ = pulumi.RunErr(func(ctx *pulumi.Context) error {
+		_, readErr = ReadPreviousShards(ctx)
+		return nil
+	}, pulumi.WithMocks(config.Project, "kind", mocks))
+	return readErr
+}
+
+// The file backend's checkpoint, met while the engine rewrites it, is read again; it
+// refuses the update when it stays unreadable, and any other error refuses it at once.
+func TestThePreviousStateIsReadAgainWhileTheCheckpointIsBeingWritten(t *testing.T) {
+	racing := &checkpointReads{failures: 3, err: "invocation of pulumi:pulumi:readStackOutputs returned an error: " + checkpointBeingWritten}
+	if err := readPrevious(t, racing); err != nil || racing.calls != 4 {
+		t.Fatalf("after 3 reads of a checkpoint being written: %v, %d reads", err, racing.calls)
+	}
+	stuck := &checkpointReads{failures: checkpointReadAttempts, err: racing.err}
+	if err := readPrevious(t, stuck); err == nil || !strings.Contains(err.Error(), checkpointBeingWritten) || stuck.calls != checkpointReadAttempts {
+		t.Fatalf("a checkpoint that stays unreadable: %v, %d reads", err, stuck.calls)
+	}
+	other := &checkpointReads{failures: 1, err: "failed to load checkpoint: permission denied"}
+	if err := readPrevious(t, other); err == nil || other.calls != 1 {
+		t.Fatalf("another error: %v, %d reads", err, other.calls)
 	}
 }

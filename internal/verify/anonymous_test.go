@@ -105,7 +105,7 @@ func TestAnonymousVerifiesTheServerWithTheServingCertificatesCA(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t)
 		other := verifytest.NewCA(t)
-		for _, obj := range verifytest.ServingCertificateSecrets(f.cfg, other.PEM) {
+		for _, obj := range verifytest.ServingCertificateSecrets(t, f.cfg, other) {
 			if _, err := f.cluster.Kube.CoreV1().Secrets("kcp-system").Update(context.Background(), obj.(*corev1.Secret), metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}

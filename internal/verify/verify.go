@@ -64,7 +64,7 @@ const (
 )
 
 // CheckNames lists every check in the order Run runs them.
-var CheckNames = []string{CheckRollout, CheckSplitHorizon, CheckIngress, CheckHubKubeconfig, CheckAnonymous, CheckHubCredential, CheckShards, CheckProviderPath, CheckOIDCUser}
+var CheckNames = []string{CheckRollout, CheckSplitHorizon, CheckIngress, CheckHubKubeconfig, CheckCertificates, CheckAnonymous, CheckHubCredential, CheckShards, CheckProviderPath, CheckOIDCUser}
 
 // Defaults of Options fields left zero.
 const (
@@ -95,6 +95,9 @@ type Options struct {
 	Interval time.Duration
 	// MinValidity: a hub client certificate expiring sooner is a warning.
 	MinValidity time.Duration
+	// MinCertificateValidity: any certificate of the platform expiring sooner fails
+	// certificates (DefaultMinCertificateValidity).
+	MinCertificateValidity time.Duration
 	// DNSCheckImage is the probe Pod's image (config.DefaultDNSCheckImage).
 	DNSCheckImage string
 	// ProviderImage is the provider probe's image (built from cmd/provider-probe).
@@ -119,6 +122,9 @@ func (o *Options) withDefaults() Options {
 	if out.MinValidity <= 0 {
 		out.MinValidity = DefaultMinValidityDays * 24 * time.Hour
 	}
+	if out.MinCertificateValidity <= 0 {
+		out.MinCertificateValidity = DefaultMinCertificateValidity
+	}
 	if out.DNSCheckImage == "" {
 		out.DNSCheckImage = config.DefaultDNSCheckImage
 	}
@@ -136,6 +142,7 @@ var checks = map[string]checkFunc{
 	CheckSplitHorizon:  checkSplitHorizon,
 	CheckIngress:       checkIngress,
 	CheckHubKubeconfig: checkHubKubeconfig,
+	CheckCertificates:  checkCertificates,
 	CheckAnonymous:     checkAnonymous,
 	CheckHubCredential: checkHubCredentialBothWays,
 	CheckShards:        checkShards,
@@ -221,7 +228,7 @@ func (o *Options) requireFor(check string) error {
 		need(o.Pods != nil, "Pods")
 	case CheckIngress:
 		need(o.HTTP != nil, "HTTP")
-	case CheckHubKubeconfig:
+	case CheckHubKubeconfig, CheckCertificates:
 		need(o.Kube != nil, "Kube")
 	case CheckAnonymous, CheckHubCredential, CheckShards:
 		// Kube reads the serving certificates' CA (anonymous) or the hub Secret.

@@ -24,11 +24,12 @@ func TestRunAllChecksOnAHealthyStack(t *testing.T) {
 			order = append(order, r.Check)
 		}
 	}
-	if got := strings.Join(order, ","); got != "rollout,split-horizon,ingress,hub-kubeconfig,anonymous,hub-credential,shards,provider-path,oidc-user" {
+	if got := strings.Join(order, ","); got != "rollout,split-horizon,ingress,hub-kubeconfig,certificates,anonymous,hub-credential,shards,provider-path,oidc-user" {
 		t.Errorf("check order %s", got)
 	}
+	// certificates: three serving certificates, their CA once, the hub's copy;
 	// hub-credential: the port-forward, then from a pod the front proxy and both shards.
-	if s := verify.Summarize(results); s.Pass != 11+2+4+1+4+(1+3)+2+15+1 || s.Warn != 0 || s.Fail != 0 || s.Skip != 0 {
+	if s := verify.Summarize(results); s.Pass != 11+2+4+1+(3+1+1)+4+(1+3)+2+15+1 || s.Warn != 0 || s.Fail != 0 || s.Skip != 0 {
 		t.Errorf("summary %+v", s)
 	}
 }
@@ -68,7 +69,7 @@ func TestRunRefusesMissingDependencies(t *testing.T) {
 func TestParseCheckNames(t *testing.T) {
 	t.Parallel()
 	all, err := verify.ParseCheckNames("all")
-	if err != nil || len(all) != 9 || all[7] != verify.CheckProviderPath || all[8] != verify.CheckOIDCUser {
+	if err != nil || len(all) != 10 || all[4] != verify.CheckCertificates || all[8] != verify.CheckProviderPath || all[9] != verify.CheckOIDCUser {
 		t.Fatalf("all: %v %v", all, err)
 	}
 	if _, err := verify.ParseCheckNames("rollout,dns"); err == nil || !strings.Contains(err.Error(), `unknown check "dns"`) {

@@ -40,6 +40,7 @@ import (
 // (hold).
 var verifyLanes = [][]step{{
 	{"cmd-verify", cmdVerify, false},
+	{"verify-certificates-fails-within-its-threshold", verifyCertificatesFailsWithinItsThreshold, false},
 	{"provider-path-negatives", providerPathNegatives, false},
 	{"shards-reach-their-own-public-urls", shardsReachTheirOwnPublicURLs, false},
 }, {
@@ -114,6 +115,42 @@ func cmdVerify(t *testing.T, l *lifecycle) {
 	report := runVerify(t, l.ctx, l.env, bin, nil)
 	l.verify.sliceURL = sliceURLFromReport(report)
 	t.Logf("the provider followed the endpoint-slice URL %s", l.verify.sliceURL)
+}
+
+// verifyCertificatesFailsWithinItsThreshold: cmd/verify's certificates check, which
+// passed in cmd-verify, fails on the stack's real certificates once its threshold is
+// longer than their life (a year for the servers'), naming each Secret.
+func verifyCertificatesFailsWithinItsThreshold(t *testing.T, l *lifecycle) {
+	bin, err := l.verifyBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(l.ctx, bin, "-config", l.stack.cfgFile, "-kubeconfig", l.c.kubeconfig, "-json",
+		"-checks", verify.CheckCertificates, "-cert-min-validity", "9000h")
+	out, runErr := cmd.Output()
+	var report verify.Report
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("cmd/verify (%v) printed no JSON report: %v\n%s", runErr, err, out)
+	}
+	failed := map[string]string{}
+	for _, r := range report.Results {
+		if r.Status == verify.StatusFail {
+			failed[r.Item] = r.Message
+		}
+	}
+	for _, item := range []string{"Secret kcp-system/" + naming.ShardServerCertificate(naming.RootShardName) + " tls.crt",
+		"Secret kcp-system/" + naming.FrontProxyServerCertificate(naming.RootShardName, naming.FrontProxyName) + " tls.crt"} {
+		msg, ok := failed[item]
+		if !ok || !strings.Contains(msg, "within the 9000h0m0s threshold") {
+			t.Errorf("%s did not fail within the threshold: %q", item, msg)
+		} else {
+			t.Logf("%s: %s", item, msg)
+		}
+	}
+	if runErr == nil || report.Passed {
+		t.Errorf("cmd/verify passed with every certificate inside its threshold (%v)", runErr)
+	}
+	t.Logf("certificates with -cert-min-validity 9000h: %d of %d items failed", len(failed), len(report.Results))
 }
 
 // adminFromALaptopInOneCommand: cmd/kcpadmin, run as an admin runs it with the
@@ -500,7 +537,7 @@ func runVerify(t *testing.T, ctx context.Context, e *env, bin string, extra []st
 	if len(checks) == 0 {
 		// Every check but oidc-user, which the sign-in steps run with a fresh token of
 		// alice's; ingress is reported skipped.
-		checks = []string{verify.CheckRollout, verify.CheckSplitHorizon, verify.CheckHubKubeconfig,
+		checks = []string{verify.CheckRollout, verify.CheckSplitHorizon, verify.CheckHubKubeconfig, verify.CheckCertificates,
 			verify.CheckAnonymous, verify.CheckHubCredential, verify.CheckShards, verify.CheckProviderPath}
 		args = append(args, "-checks", strings.Join(append([]string{verify.CheckIngress}, checks...), ","),
 			"-skip", verify.CheckIngress, "-skip-reason", verifySkipReason)

@@ -123,8 +123,9 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 	addDeployment(naming.NamespaceKcp, naming.FrontProxyDeployment(naming.FrontProxyName), int32(cfg.Kcp.FrontProxy.Replicas))
 
 	cert := AdminCert(t, ca, naming.KubeconfigUsername, Now.Add(-time.Hour), Now.Add(365*24*time.Hour))
-	objs = append(objs, HubSecret(cfg, Kubeconfig(t, "https://"+verify.HubServerHost()+verify.RootWorkspacePath, ca.PEM, cert.CertPEM, cert.KeyPEM)))
-	objs = append(objs, ServingCertificateSecrets(cfg, ca.PEM)...)
+	hubKubeconfig := Kubeconfig(t, "https://"+verify.HubServerHost()+verify.RootWorkspacePath, ca.PEM, cert.CertPEM, cert.KeyPEM)
+	objs = append(objs, HubSecret(cfg, hubKubeconfig), OperatorKubeconfigSecret(cfg, hubKubeconfig))
+	objs = append(objs, ServingCertificateSecrets(t, cfg, ca)...)
 
 	crs := []runtime.Object{KcpObject("RootShard", naming.RootShardName, "True", "ReplicasUp", "")}
 	for _, s := range cfg.Kcp.Shards {
@@ -144,9 +145,20 @@ func NewHealthyCluster(t testing.TB, cfg *config.Config) *Cluster {
 	}
 }
 
+// OperatorKubeconfigSecret is the Secret the operator renders the hub's Kubeconfig object
+// into, for the config's re-mint generation: the hub's copy holds the same kubeconfig.
+func OperatorKubeconfigSecret(cfg *config.Config, kubeconfig []byte) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: naming.NamespaceKcp, Name: naming.KubeconfigObjectName(cfg.Hub.RemintGeneration)},
+		Data:       map[string][]byte{naming.KubeconfigSecretKey: kubeconfig},
+	}
+}
+
 // ServingCertificateSecrets are the operator's serving certificate Secrets of the front
-// proxy and every shard, with caPEM under ca.crt as cert-manager writes it.
-func ServingCertificateSecrets(cfg *config.Config, caPEM []byte) []runtime.Object {
+// proxy and every shard, issued by ca for a year from Now, with ca under ca.crt as
+// cert-manager writes it.
+func ServingCertificateSecrets(t testing.TB, cfg *config.Config, ca *pki.CA) []runtime.Object {
+	t.Helper()
 	names := []string{naming.FrontProxyServerCertificate(naming.RootShardName, naming.FrontProxyName)}
 	for _, s := range cfg.Kcp.AllShards() {
 		names = append(names, naming.ShardServerCertificate(s.Name))
@@ -156,7 +168,8 @@ func ServingCertificateSecrets(cfg *config.Config, caPEM []byte) []runtime.Objec
 		out = append(out, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: naming.NamespaceKcp, Name: name},
 			Type:       corev1.SecretTypeTLS,
-			Data:       map[string][]byte{"ca.crt": caPEM, "tls.crt": []byte("not read"), "tls.key": []byte("not read")},
+			Data: map[string][]byte{"ca.crt": ca.PEM, "tls.crt": ca.MustServerCert(t, []string{name}, pki.Valid(Now.Add(-time.Hour), Now.Add(365*24*time.Hour))).CertPEM,
+				"tls.key": []byte("not read")},
 		})
 	}
 	return out
