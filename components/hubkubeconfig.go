@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	batchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
 	metav1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/meta/v1"
 
@@ -36,15 +37,21 @@ type HubKubeconfigArgs struct {
 	HubNamespace *corev1.Namespace
 	SecretName   string
 	SecretKey    string
+	// Copy is how the kubeconfig reaches the hub's Secret, at each up and after each
+	// renewal.
+	Copy HubKubeconfigCopy
 }
 
 // HubKubeconfig is the Kubeconfig object the operator mints the hub's admin credential
-// from, and the copy of that credential in the hub's namespace.
+// from, the hub's Secret, and what copies the credential into it (hubkubeconfigcopy.go).
 type HubKubeconfig struct {
 	pulumi.ResourceState
 
 	Kubeconfig *apiextensions.CustomResource
 	HubSecret  *corev1.Secret
+	// CopyJob is the copy `pulumi up` waits for; CopyCronJob repeats it.
+	CopyJob     *batchv1.Job
+	CopyCronJob *batchv1.CronJob
 
 	// ExpiresAt is when the client certificate expires (RFC 3339); re-mint before then.
 	ExpiresAt pulumi.StringOutput `pulumi:"expiresAt"`
@@ -53,12 +60,16 @@ type HubKubeconfig struct {
 	SecretName   pulumi.StringOutput `pulumi:"secretName"`
 }
 
-// NewHubKubeconfig declares the Kubeconfig object (waited on until Available), reads the
-// Secret the operator writes and copies its kubeconfig into <hub namespace>/<secret>
-// under admin.kubeconfig. The kubeconfig stays a Pulumi secret all the way.
+// NewHubKubeconfig declares the Kubeconfig object (waited on until Available), the hub's
+// Secret <hub namespace>/<secret>, and the copy of the operator's kubeconfig into it
+// under admin.kubeconfig, made once as a Job the up waits for and again on schedule.
+// Pulumi declares the hub's Secret without its data, which the copy owns, so a renewal
+// leaves nothing for a preview to change; the read of the operator's Secret, for the
+// outputs, stays a Pulumi secret all the way.
 func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs, opts ...pulumi.ResourceOption) (*HubKubeconfig, error) {
-	if args == nil || args.FrontProxy == nil || args.Validity == "" || args.HubNamespace == nil || args.SecretName == "" || args.SecretKey == "" {
-		return nil, errors.New("HubKubeconfig: FrontProxy, Validity, HubNamespace, SecretName and SecretKey are required")
+	if args == nil || args.FrontProxy == nil || args.Validity == "" || args.HubNamespace == nil || args.SecretName == "" || args.SecretKey == "" ||
+		args.Copy.Schedule == "" || args.Copy.Image == "" {
+		return nil, errors.New("HubKubeconfig: FrontProxy, Validity, HubNamespace, SecretName, SecretKey and Copy are required")
 	}
 	h := &HubKubeconfig{}
 	if err := ctx.RegisterComponentResource("railgrid:kcp:HubKubeconfig", name, h, opts...); err != nil {
@@ -67,9 +78,10 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 	generation := strconv.Itoa(args.RemintGeneration)
 	objectName := naming.KubeconfigObjectName(args.RemintGeneration)
 	// A re-mint renames the object (naming.KubeconfigObjectName), which replaces it: the new
-	// object is created and waited on until Available, the hub Secret is updated from
-	// its Secret, and only then is the previous generation's object deleted, so the hub
-	// Secret never points at a credential that is not there yet.
+	// object is created and waited on until Available, the copy of the new generation
+	// fills the hub Secret from its Secret, and only then is the previous generation's
+	// object deleted, so the hub Secret never points at a credential that is not there
+	// yet.
 	kubeconfig, err := newKcpObject(ctx, name, kcpapi.KindKubeconfig, objectName, kubeconfigSpec(args, objectName),
 		map[string]string{AnnotationRemint: generation},
 		pulumi.Parent(h),
@@ -78,21 +90,28 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 		return nil, err
 	}
 	encoded := readMintedKubeconfig(ctx, name, objectName, kubeconfig, pulumi.Parent(h))
+	hubNamespace := args.HubNamespace.Metadata.Name().Elem()
 	hubSecret, err := corev1.NewSecret(ctx, name+"-hub-secret", &corev1.SecretArgs{
 		Metadata: &metav1.ObjectMetaArgs{
 			Name:      pulumi.String(args.SecretName),
-			Namespace: args.HubNamespace.Metadata.Name().Elem(),
+			Namespace: hubNamespace,
 			Annotations: pulumi.StringMap{
 				AnnotationRemint: pulumi.String(generation),
 			},
 		},
 		Type: pulumi.String("Opaque"),
-		Data: pulumi.StringMap{args.SecretKey: encoded},
 	}, pulumi.Parent(h), pulumi.DependsOn([]pulumi.Resource{kubeconfig}), pulumi.AdditionalSecretOutputs([]string{"data", "stringData"}))
 	if err != nil {
 		return nil, err
 	}
-	h.Kubeconfig, h.HubSecret = kubeconfig, hubSecret
+	copied, err := declareHubCopy(ctx, name, args.Copy, hubCopyTarget{
+		minted: objectName, hubNamespace: hubNamespace, secretName: args.SecretName, secretKey: args.SecretKey,
+		remintGeneration: args.RemintGeneration,
+	}, hubSecret.Metadata.Uid().Elem(), pulumi.Parent(h), pulumi.DependsOn([]pulumi.Resource{kubeconfig, hubSecret}))
+	if err != nil {
+		return nil, err
+	}
+	h.Kubeconfig, h.HubSecret, h.CopyJob, h.CopyCronJob = kubeconfig, hubSecret, copied.job, copied.cronJob
 	h.ExpiresAt = kubeconfigDetail(encoded, func(d kubeconfigDetails) string { return d.ExpiresAt })
 	h.RootServerCA = kubeconfigDetail(encoded, func(d kubeconfigDetails) string { return d.CAPEM })
 	h.SecretName = hubSecret.Metadata.Name().Elem()

@@ -187,6 +187,9 @@ type Hub struct {
 	KubeconfigValidity string `json:"kubeconfigValidity"`
 	// RemintGeneration: raise it to mint a new hub credential before the old one expires.
 	RemintGeneration int `json:"remintGeneration"`
+	// CopySchedule is when the operator's kubeconfig is copied into the hub's Secret
+	// again, so that a renewed certificate reaches the hub without an up (UTC).
+	CopySchedule string `json:"copySchedule"`
 }
 
 // Kind holds the settings of the kind stack.

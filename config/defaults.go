@@ -17,7 +17,10 @@ const (
 	// HubSecretKey is the file name the hub chart mounts (/kcp-kubeconfig/admin.kubeconfig).
 	HubSecretKey              = "admin.kubeconfig"
 	DefaultKubeconfigValidity = "8766h"
-	DefaultOIDCCAKey          = "ca.crt"
+	// Every ten minutes: cert-manager renews the hub's certificate at two thirds of its
+	// life, so the copy it makes has months to reach the hub, and a run costs one pod.
+	DefaultHubCopySchedule = "*/10 * * * *"
+	DefaultOIDCCAKey       = "ca.crt"
 
 	DefaultKindContext         = "kind-railgrid-kcp"
 	DefaultKindServiceCIDR     = "10.96.0.0/16"
@@ -77,6 +80,7 @@ func withDefaults(platform Platform) *Config {
 			SecretName:         DefaultHubSecretName,
 			SecretKey:          HubSecretKey,
 			KubeconfigValidity: DefaultKubeconfigValidity,
+			CopySchedule:       DefaultHubCopySchedule,
 		},
 	}
 	switch platform {

@@ -202,7 +202,7 @@ var (
 		"must be at least 1 and at least minPerZone")
 	ruleDiskSize = newRule("disk-size", "`gke.nodePools.*.diskSizeGb`",
 		"must be at least 10")
-	ruleCron = newRule("cron", "`etcd.defragSchedule`, `gke.snapshots.schedule`, `gke.snapshots.drillSchedule`",
+	ruleCron = newRule("cron", "`etcd.defragSchedule`, `hub.copySchedule`, `gke.snapshots.schedule`, `gke.snapshots.drillSchedule`",
 		"must be a CronJob schedule: five cron fields such as \"0 * * * *\" or a descriptor such as @hourly, without a TZ= or CRON_TZ= prefix, naming a date that exists")
 	ruleRetention = newRule("retention", "`gke.snapshots.retentionDays`",
 		"must be between 1 and 3650 days")

@@ -9,7 +9,8 @@ import (
 )
 
 // Where the hub reads its credential, and for how long it holds: the rules hub-namespace,
-// hub-secret-name, hub-secret-key, hub-validity and remint-generation.
+// hub-secret-name, hub-secret-key, hub-validity, remint-generation and cron (the copy's
+// schedule).
 
 const minValidity = time.Hour
 
@@ -29,4 +30,5 @@ func (c *Config) validateHub(errs *Errors) {
 	if h.RemintGeneration < 0 {
 		errs.add(ruleRemintGeneration, "hub.remintGeneration", strconv.Itoa(h.RemintGeneration))
 	}
+	checkCronSchedule(errs, "hub.copySchedule", h.CopySchedule)
 }

@@ -49,6 +49,10 @@ var hubRefusals = []refusal{
 		edit: set("hub.remintGeneration", -1),
 		key:  "hub.remintGeneration", value: "-1",
 		says: "0 or more"},
+	{name: "hub copy schedule", rule: "cron", stack: "gke",
+		edit: set("hub.copySchedule", "every 10 minutes"),
+		key:  "hub.copySchedule", value: "every 10 minutes",
+		says: "CronJob schedule"},
 }
 
 // hubAcceptances are values next to the refusals above that Kubernetes takes, so the
@@ -57,4 +61,5 @@ var hubAcceptances = []acceptance{
 	{name: "hub namespace starting with a digit", stack: "kind", edit: set("hub.namespace", "1railgrid")},
 	{name: "hub namespace of 63 characters", stack: "gke", edit: set("hub.namespace", strings.Repeat("n", 63))},
 	{name: "hub secret name with dots", stack: "kind", edit: set("hub.secretName", "railgrid.kcp.1")},
+	{name: "hub copy schedule as a descriptor", stack: "kind", edit: set("hub.copySchedule", "@hourly")},
 }

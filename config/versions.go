@@ -16,6 +16,10 @@ const (
 	// image is distroless. The tests run the script in Debian's busybox-static of this
 	// version.
 	EtcdDefragImage = "docker.io/library/busybox:1.35.0-glibc"
+	// HubCopyImage copies the hub's kubeconfig: kubectl's own image, whose built-in
+	// kustomize turns the operator's Secret into the hub's. The tests run the kubectl of
+	// this version.
+	HubCopyImage = "registry.k8s.io/kubectl:v1.34.4"
 )
 
 // Image repositories and chart sources. Repositories are fixed: only tags move.

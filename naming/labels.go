@@ -29,6 +29,9 @@ const (
 	EtcdRestoreLabel = "railgrid.io/etcd-restore"
 	// ShardLabel names the shard an object belongs to (the etcd objects, the restore Jobs).
 	ShardLabel = "railgrid.io/shard"
+	// AnnotationHubSecretUID is the UID of the hub's Secret on the pod of the Job that
+	// fills it (components/hubkubeconfigcopy.go).
+	AnnotationHubSecretUID = "railgrid.io/hub-secret-uid"
 )
 
 // The GKE etcd node pool's label and taint: etcd members, and the Jobs that restore

@@ -56,6 +56,12 @@ const (
 	// under KubeconfigSecretKey.
 	KubeconfigName      = "kcp-kubeconfig-frontproxy"
 	KubeconfigSecretKey = "kubeconfig"
+	// HubCopy names what copies the operator's kubeconfig into the hub's Secret, in
+	// NamespaceKcp: the ServiceAccount, the ConfigMap of the copy's kustomization
+	// (HubCopyKustomizationKey), the CronJob, and the Role and RoleBinding in the hub's
+	// namespace. It is also the copy's field manager on the hub's Secret.
+	HubCopy                 = "railgrid-kcp-hub-copy"
+	HubCopyKustomizationKey = "kustomization.yaml"
 	// KubeconfigUsername is the user the hub's Kubeconfig object asks for (the client
 	// certificate's CN), and KubeconfigAdminGroup its group (O): the front proxy drops
 	// system:masters, so admin access through it needs system:kcp:admin.
@@ -176,6 +182,10 @@ func KubeconfigObjectName(generation int) string {
 	}
 	return fmt.Sprintf("%s-remint-%d", KubeconfigName, generation)
 }
+
+// HubCopyJob is the Job `pulumi up` runs to copy a re-mint generation's kubeconfig into
+// the hub's Secret; the CronJob HubCopy repeats the copy after each renewal.
+func HubCopyJob(generation int) string { return fmt.Sprintf("%s-mint-%d", HubCopy, generation) }
 
 // EtcdName is the StatefulSet and client Service of a shard's etcd.
 func EtcdName(shard string) string { return "etcd-" + shard }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
@@ -332,7 +334,9 @@ func TestKcpUpgradesRollTheRootShardFirst(t *testing.T) {
 	}
 }
 
-// The hub kubeconfig is a Pulumi secret end to end and lands where the hub reads it.
+// The hub's Secret is where the hub reads it, and Pulumi declares it without data: the
+// copy fills it (TestHubKubeconfigIsCopiedByKubectlAlone), so the kubeconfig is in no
+// input of the plan, and the only read of it, for the outputs, is a Pulumi secret.
 func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 	for _, stack := range stacks {
 		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
@@ -345,23 +349,94 @@ func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 
 		hub := object(t, rec, "Secret", cfg.Hub.SecretName)
 		require.Equal(t, cfg.Hub.Namespace, getString(t, inputs(hub), "metadata.namespace"))
-		data := hub.Inputs["data"]
-		require.True(t, data.IsSecret(), "%s: the hub Secret's data must be a Pulumi secret", stack)
-		element := data.SecretValue().Element
-		require.True(t, element.IsObject())
-		value, ok := element.ObjectValue()["admin.kubeconfig"]
-		require.True(t, ok, "key admin.kubeconfig")
-		require.True(t, value.IsString() && value.StringValue() != "", "the copied kubeconfig")
-		// Nothing about the credential is visible without unwrapping the secret.
-		encoded, err := json.Marshal(inputs(hub))
-		require.NoError(t, err)
-		require.NotContains(t, string(encoded), value.StringValue())
+		require.NotContains(t, hub.Inputs, resource.PropertyKey("data"), "%s: the copy owns the hub Secret's data", stack)
+		require.NotContains(t, hub.Inputs, resource.PropertyKey("stringData"), stack)
+		require.Subset(t, hub.AdditionalSecretOutputs, []string{"data", "stringData"}, "%s: what the live Secret holds stays secret in the state", stack)
 
 		minted, ok := rec.Find("kubernetes:core/v1:Secret", "railgrid-kcp-hub-minted")
 		require.True(t, ok)
 		require.True(t, minted.Read, "the operator's Secret is read, not managed")
 		require.Equal(t, naming.NamespaceKcp+"/"+naming.KubeconfigName, minted.ReadID)
 	}
+}
+
+// The copy is kubectl's image running kubectl alone: a server-side apply, under its own
+// field manager, of a kustomization that makes the hub's Secret, with the hub's name and
+// key, from the operator's kubeconfig Secret mounted beside it. Its identity may read and
+// patch that one Secret and nothing else. The Job the up waits for and the CronJob run
+// the same pod; the Job's pod carries the hub Secret's UID, so a Secret made again
+// replaces the Job.
+func TestHubKubeconfigIsCopiedByKubectlAlone(t *testing.T) {
+	for _, stack := range stacks {
+		rec, cfg := runStack(t, stack), shippedConfig(t, stack)
+		job := inputs(object(t, rec, "Job", naming.HubCopyJob(0)))
+		cron := inputs(object(t, rec, "CronJob", naming.HubCopy))
+		require.Equal(t, naming.NamespaceKcp, getString(t, job, "metadata.namespace"))
+		require.Equal(t, cfg.Hub.CopySchedule, getString(t, cron, "spec.schedule"), stack)
+		require.Equal(t, "Forbid", getString(t, cron, "spec.concurrencyPolicy"))
+		jobPod := get(t, job, "spec.template.spec")
+		require.Equal(t, get(t, cron, "spec.jobTemplate.spec.template.spec"), jobPod, "%s: the CronJob repeats the up's copy", stack)
+		require.Equal(t, "uid-of-railgrid-kcp-hub-hub-secret", getString(t, job, "spec.template.metadata.annotations.railgrid\\.io/hub-secret-uid"), stack)
+		require.True(t, object(t, rec, "Job", naming.HubCopyJob(0)).DeleteBeforeReplace, "a replaced Job of the same name goes first")
+
+		c := containersOf(jobPod.(map[string]any))
+		require.Len(t, c, 1)
+		require.Equal(t, config.HubCopyImage, c[0]["image"])
+		require.Equal(t, []string{"/bin/kubectl", "apply", "--server-side", "--force-conflicts",
+			"--field-manager=" + naming.HubCopy, "--cache-dir=/cache", "-k", "/copy"}, stringList(t, c[0], "command"))
+		sources := get(t, jobPod, "volumes[0].projected.sources").([]any)
+		require.Len(t, sources, 2)
+		require.Equal(t, naming.HubCopy, getString(t, sources[0], "configMap.name"))
+		require.Equal(t, naming.KubeconfigName, getString(t, sources[1], "secret.name"), "%s: the operator's Secret of this generation", stack)
+		require.Equal(t, naming.KubeconfigSecretKey, getString(t, sources[1], "secret.items[0].path"))
+		require.EqualValues(t, 0o440, number(t, jobPod, "volumes[0].projected.defaultMode"))
+		require.Equal(t, naming.HubCopy, getString(t, jobPod, "serviceAccountName"))
+
+		var kustomization struct {
+			Namespace        string `yaml:"namespace"`
+			GeneratorOptions struct {
+				DisableNameSuffixHash bool `yaml:"disableNameSuffixHash"`
+			} `yaml:"generatorOptions"`
+			SecretGenerator []struct {
+				Name  string   `yaml:"name"`
+				Type  string   `yaml:"type"`
+				Files []string `yaml:"files"`
+			} `yaml:"secretGenerator"`
+		}
+		cm := inputs(object(t, rec, "ConfigMap", naming.HubCopy))
+		require.NoError(t, yaml.Unmarshal([]byte(getString(t, cm, "data.kustomization\\.yaml")), &kustomization))
+		require.Equal(t, cfg.Hub.Namespace, kustomization.Namespace)
+		require.True(t, kustomization.GeneratorOptions.DisableNameSuffixHash, "the hub reads a fixed name")
+		require.Len(t, kustomization.SecretGenerator, 1)
+		require.Equal(t, cfg.Hub.SecretName, kustomization.SecretGenerator[0].Name)
+		require.Equal(t, "Opaque", kustomization.SecretGenerator[0].Type)
+		require.Equal(t, []string{cfg.Hub.SecretKey + "=" + naming.KubeconfigSecretKey}, kustomization.SecretGenerator[0].Files)
+
+		role := inputs(object(t, rec, "Role", naming.HubCopy))
+		require.Equal(t, cfg.Hub.Namespace, getString(t, role, "metadata.namespace"))
+		rules := get(t, role, "rules").([]any)
+		require.Len(t, rules, 1, "one rule: the hub's Secret")
+		require.Equal(t, []string{"secrets"}, stringList(t, rules[0], "resources"))
+		require.Equal(t, []string{cfg.Hub.SecretName}, stringList(t, rules[0], "resourceNames"))
+		require.Equal(t, []string{"get", "patch"}, stringList(t, rules[0], "verbs"))
+		binding := inputs(object(t, rec, "RoleBinding", naming.HubCopy))
+		require.Equal(t, cfg.Hub.Namespace, getString(t, binding, "metadata.namespace"))
+		require.Equal(t, naming.HubCopy, getString(t, binding, "roleRef.name"))
+		require.Equal(t, naming.HubCopy, getString(t, binding, "subjects[0].name"))
+		require.Equal(t, naming.NamespaceKcp, getString(t, binding, "subjects[0].namespace"))
+	}
+}
+
+// A re-mint's copy reads the new generation's Secret, in a Job of the generation's name.
+func TestRemintCopiesTheNewGenerationsKubeconfig(t *testing.T) {
+	values := stackValues(t, "kind")
+	setIn(values, "hub", "remintGeneration", 2)
+	rec, err := runValues(t, "kind", values, mockstack.Options{})
+	require.NoError(t, err)
+	job := inputs(object(t, rec, "Job", naming.HubCopyJob(2)))
+	require.Equal(t, naming.KubeconfigObjectName(2), getString(t, job, "spec.template.spec.volumes[0].projected.sources[1].secret.name"))
+	cron := inputs(object(t, rec, "CronJob", naming.HubCopy))
+	require.Equal(t, naming.KubeconfigObjectName(2), getString(t, cron, "spec.jobTemplate.spec.template.spec.volumes[0].projected.sources[1].secret.name"))
 }
 
 // Re-minting from config replaces the Kubeconfig object with one of a new name (and

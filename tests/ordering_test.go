@@ -50,6 +50,7 @@ func TestPlanGraphHasTheDesignsOrderingAndNoMore(t *testing.T) {
 		must := [][2]string{
 			{root, operator}, {root, urn("Issuer", naming.SelfSignedIssuer)}, {root, etcdRoot},
 			{shard, root}, {frontProxy, root}, {kubeconfig, frontProxy}, {hubSecret, kubeconfig},
+			{urn("Job", naming.HubCopyJob(0)), hubSecret},
 		}
 		for _, e := range must {
 			require.True(t, reaches(edges, e[0], e[1]), "%s: %s must wait for %s", stack, e[0], e[1])
@@ -72,8 +73,9 @@ func TestPlanGraphHasTheDesignsOrderingAndNoMore(t *testing.T) {
 	}
 }
 
-// The critical path runs through etcd, the root shard, the front proxy and the
-// Kubeconfig: the four waits that cannot overlap.
+// The critical path runs through etcd, the root shard, the front proxy, the Kubeconfig
+// and the copy of its kubeconfig into the hub's Secret: the five waits that cannot
+// overlap.
 func TestCriticalPathOfEachStack(t *testing.T) {
 	for _, stack := range stacks {
 		path := plan.CriticalPath(runStack(t, stack))
@@ -81,8 +83,8 @@ func TestCriticalPathOfEachStack(t *testing.T) {
 		for _, res := range path {
 			names = append(names, mockstack.MetadataName(res))
 		}
-		require.Len(t, path, 4, "%s: %v", stack, names)
-		require.Equal(t, []string{"root", "frontproxy", naming.KubeconfigName}, names[1:], stack)
+		require.Len(t, path, 5, "%s: %v", stack, names)
+		require.Equal(t, []string{"root", "frontproxy", naming.KubeconfigName, naming.HubCopyJob(0)}, names[1:], stack)
 		t.Logf("%s critical path (%d): %v", stack, len(path), names)
 	}
 }

@@ -97,7 +97,8 @@ func TestPodTemplatesSetRestrictedSecurityAndResources(t *testing.T) {
 					require.NotEmpty(t, getString(t, c, "resources.limits.memory"), where)
 				}
 			}
-			want := []string{"StatefulSet/etcd-root", "StatefulSet/etcd-alpha", "CronJob/etcd-root-defrag", "CronJob/etcd-alpha-defrag"}
+			want := []string{"StatefulSet/etcd-root", "StatefulSet/etcd-alpha", "CronJob/etcd-root-defrag", "CronJob/etcd-alpha-defrag",
+				"CronJob/" + naming.HubCopy, "Job/" + naming.HubCopyJob(0)}
 			if stack == "gke" {
 				want = append(want, "CronJob/etcd-root-snapshot", "CronJob/etcd-root-restore-drill",
 					"CronJob/etcd-alpha-snapshot", "CronJob/etcd-alpha-restore-drill")
@@ -132,7 +133,8 @@ func TestNamespacesApplyRestrictedPodSecurity(t *testing.T) {
 // what it writes goes to a volume its pod spec names: every volume mount names one of the
 // pod's volumes (an emptyDir, or a StatefulSet's claim), and every path that a container's
 // command line (scripts included) or environment names is on one of its writable volume
-// mounts. Not counted as paths: the program the command runs, devices (/dev, including
+// mounts, or on a read-only mount of what it reads (a ConfigMap, a Secret or a
+// projection of them, such as the hub copy's kustomization). Not counted as paths: the program the command runs, devices (/dev, including
 // bash's /dev/tcp) and an HTTP request's target. tests/snapshots runs the snapshot and
 // drill pods with the root filesystem read-only for real. CoreDNS's container is
 // kubeadm's, which already runs it read-only; the program only adds read-only ConfigMap
@@ -142,10 +144,18 @@ func TestEveryContainerHasAReadOnlyRootFilesystem(t *testing.T) {
 		t.Run(stack, func(t *testing.T) {
 			checked := 0
 			for _, pt := range podTemplates(t, runStack(t, stack)) {
-				volumes := map[string]bool{}
+				// inputs are the volumes the kubelet fills from the API (a ConfigMap, a
+				// Secret, a projection of them): always read-only, what a container
+				// reads.
+				volumes, inputs := map[string]bool{}, map[string]bool{}
 				list, _ := pt.spec["volumes"].([]any)
 				for _, v := range list {
 					volumes[getString(t, v, "name")] = true
+					for _, source := range []string{"configMap", "secret", "projected"} {
+						if _, ok := v.(map[string]any)[source]; ok {
+							inputs[getString(t, v, "name")] = true
+						}
+					}
 				}
 				for _, claim := range pt.claims {
 					volumes[claim] = true
@@ -153,17 +163,22 @@ func TestEveryContainerHasAReadOnlyRootFilesystem(t *testing.T) {
 				for _, c := range containersOf(pt.spec) {
 					where := fmt.Sprintf("%s container %s", pt.owner, c["name"])
 					require.Equal(t, true, get(t, c, "securityContext.readOnlyRootFilesystem"), where)
-					var writable []string
+					var writable, read []string
 					mounts, _ := c["volumeMounts"].([]any)
 					for _, m := range mounts {
 						name := getString(t, m, "name")
 						require.True(t, volumes[name], "%s mounts %q, which its pod spec does not name", where, name)
-						if ro, _ := m.(map[string]any)["readOnly"].(bool); !ro {
+						ro, _ := m.(map[string]any)["readOnly"].(bool)
+						switch {
+						case !ro:
 							writable = append(writable, getString(t, m, "mountPath"))
+						case inputs[name]:
+							read = append(read, getString(t, m, "mountPath"))
 						}
 					}
 					for _, path := range pathsNamed(t, c) {
-						require.True(t, onMount(path, writable), "%s names %s, which is on none of its writable volume mounts %v: the root filesystem is read-only", where, path, writable)
+						require.True(t, onMount(path, writable) || onMount(path, read),
+							"%s names %s, which is on none of its writable volume mounts %v, nor on a mount of its inputs %v: the root filesystem is read-only", where, path, writable, read)
 						checked++
 					}
 				}

@@ -15,6 +15,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/naming"
 )
 
 func runPlan(t *testing.T, args ...string) (int, string, string) {
@@ -32,13 +33,13 @@ func TestYAMLPlanHasEveryObjectAndNoSecret(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	for _, want := range []string{"kind: RootShard", "kind: Shard", "kind: FrontProxy", "kind: Kubeconfig", "kind: StatefulSet", "kind: TLSRoute",
-		"admin.kubeconfig: '" + plan.SecretPlaceholder + "'", "# Helm release kcp-operator/kcp-operator: chart kcp-operator version 0.7.10"} {
+		"# Helm release kcp-operator/kcp-operator: chart kcp-operator version 0.7.10"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan lacks %q", want)
 		}
 	}
-	// The hub Secret's value in the same run, and the client key and certificate in it:
-	// none may appear in the plan, encoded or not.
+	// The kubeconfig the operator wrote, as the same run read it, and the client key and
+	// certificate in it: none may appear in the plan, encoded or not.
 	encoded := hubKubeconfig(t, "kind")
 	kubeconfig, err := base64.StdEncoding.DecodeString(encoded)
 	if err != nil || !strings.Contains(string(kubeconfig), "client-key-data: ") {
@@ -60,25 +61,29 @@ func TestYAMLPlanHasEveryObjectAndNoSecret(t *testing.T) {
 	}
 }
 
-// hubKubeconfig is the value of the hub Secret's key as a mock run of the stack declares
-// it (base64, as Secret data).
+// hubKubeconfig is the kubeconfig the operator wrote for the hub as a mock run of the
+// stack reads it (base64, as Secret data). The hub Secret itself is declared without
+// data: the copy fills it in the cluster.
 func hubKubeconfig(t *testing.T, stack string) string {
 	t.Helper()
 	rec, err := mockstack.RunStackFile(stack, stackFile(stack), mockstack.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret, ok := rec.KubernetesObject("Secret", config.DefaultHubSecretName)
+	if secret, ok := rec.KubernetesObject("Secret", config.DefaultHubSecretName); !ok || secret.Inputs.HasValue("data") {
+		t.Fatalf("the hub Secret: declared %v, with data %v", ok, secret.Inputs["data"])
+	}
+	minted, ok := rec.Find("kubernetes:core/v1:Secret", "railgrid-kcp-hub-minted")
 	if !ok {
-		t.Fatal("no hub Secret declared")
+		t.Fatal("the operator's kubeconfig Secret is not read")
 	}
-	data := plain(secret.Inputs["data"])
+	data := plain(minted.Outputs["data"])
 	if !data.IsObject() {
-		t.Fatalf("hub Secret data is %v", data)
+		t.Fatalf("the operator's Secret's data is %v", data)
 	}
-	value := plain(data.ObjectValue()[config.HubSecretKey])
+	value := plain(data.ObjectValue()[naming.KubeconfigSecretKey])
 	if !value.IsString() || value.StringValue() == "" {
-		t.Fatalf("hub Secret %s is %v", config.HubSecretKey, value)
+		t.Fatalf("the operator's Secret's %s is %v", naming.KubeconfigSecretKey, value)
 	}
 	return value.StringValue()
 }
@@ -136,7 +141,7 @@ func TestJSONPlanListsTheStacksOutputs(t *testing.T) {
 
 func TestGraphEndsWithTheCriticalPath(t *testing.T) {
 	code, out, _ := runPlan(t, "-stack", "kind", "-config", stackFile("kind"), "-format", "graph")
-	if code != 0 || !strings.HasPrefix(out, "digraph") || !strings.Contains(out, "// critical path: 4 resources") {
+	if code != 0 || !strings.HasPrefix(out, "digraph") || !strings.Contains(out, "// critical path: 5 resources") {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
 }

@@ -68,6 +68,16 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 			}
 			set("data", map[string]any{naming.KubeconfigSecretKey: base64.StdEncoding.EncodeToString(kubeconfig)})
 		}
+		// The API server gives a Secret the program creates its UID (the hub copy's Job
+		// carries it).
+		if args.ReadRPC == nil && !opts.DryRun {
+			metadata := map[string]any{}
+			if m, ok := args.Inputs["metadata"]; ok && m.IsObject() {
+				metadata = m.Mappable().(map[string]any)
+			}
+			metadata["uid"] = "uid-of-" + args.Name
+			set("metadata", metadata)
+		}
 	case "kubernetes:core/v1:ConfigMap":
 		if args.ID == naming.NamespaceKubeSystem+"/"+naming.CoreDNSConfigMap {
 			set("data", map[string]any{naming.CorefileKey: KindCorefile})

@@ -42,14 +42,18 @@ type Resource struct {
 	DeleteBeforeReplace bool
 	ReplaceOnChanges    []string
 	IgnoreChanges       []string
+	// AdditionalSecretOutputs are the outputs the state keeps as secrets.
+	AdditionalSecretOutputs []string
 	// The resource hooks bound to it, by when they run.
 	BeforeCreateHooks []string
 	BeforeUpdateHooks []string
 	AfterCreateHooks  []string
 	AfterUpdateHooks  []string
 	Inputs            resource.PropertyMap
-	// Faked lists the outputs that came from a fake rather than from the inputs.
-	Faked []string
+	// Faked lists the outputs that came from a fake rather than from the inputs, and
+	// Outputs are all the outputs the mock gave the program.
+	Faked   []string
+	Outputs resource.PropertyMap
 }
 
 // Invoke is one data-source call (for example the GKE cluster lookup).
@@ -188,6 +192,7 @@ func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 		r.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
 		r.ReplaceOnChanges = rpc.GetReplaceOnChanges()
 		r.IgnoreChanges = rpc.GetIgnoreChanges()
+		r.AdditionalSecretOutputs = rpc.GetAdditionalSecretOutputs()
 		r.BeforeCreateHooks = rpc.GetHooks().GetBeforeCreate()
 		r.BeforeUpdateHooks = rpc.GetHooks().GetBeforeUpdate()
 		r.AfterCreateHooks = rpc.GetHooks().GetAfterCreate()
@@ -212,7 +217,7 @@ func (m *mocks) NewResource(args pulumi.MockResourceArgs) (string, resource.Prop
 	if err != nil {
 		return "", nil, err
 	}
-	r.Faked = faked
+	r.Faked, r.Outputs = faked, outputs
 	m.mu.Lock()
 	m.resources = append(m.resources, r)
 	m.mu.Unlock()
