@@ -113,22 +113,10 @@ func declareHubCopy(ctx *pulumi.Context, name string, c HubKubeconfigCopy, t hub
 	}
 	identity := append(append([]pulumi.ResourceOption{}, opts...), pulumi.DependsOn([]pulumi.Resource{sa, binding, kustomization}))
 	pod := hubCopyPod(c.Image, t.minted, kustomization.Metadata.Name().Elem(), sa.Metadata.Name().Elem())
-	job, err := batchv1.NewJob(ctx, name+"-copy-mint", &batchv1.JobArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.HubCopyJob(t.remintGeneration)), Namespace: pulumi.String(naming.NamespaceKcp)},
-		Spec: &batchv1.JobSpecArgs{
-			// A few tries for an API server that is briefly away; then the up fails,
-			// saying why.
-			BackoffLimit:          pulumi.Int(3),
-			ActiveDeadlineSeconds: pulumi.Int(300),
-			Template: &corev1.PodTemplateSpecArgs{
-				Metadata: &metav1.ObjectMetaArgs{Annotations: pulumi.StringMap{naming.AnnotationHubSecretUID: hubSecretUID}},
-				Spec:     pod,
-			},
-		},
-	}, append(identity, pulumi.DeleteBeforeReplace(true))...)
-	if err != nil {
-		return nil, err
-	}
+	// A change of the CronJob (a re-mint's new Secret) deletes it first, which deletes
+	// its Jobs and pods and waits until they are gone: a run of the previous spec, which
+	// mounts the previous credential, cannot then land after the up's copy of the new
+	// one. The up's Job runs after that.
 	cronJob, err := batchv1.NewCronJob(ctx, name+"-copy", &batchv1.CronJobArgs{
 		Metadata: meta(pulumi.String(naming.NamespaceKcp)),
 		Spec: &batchv1.CronJobSpecArgs{
@@ -144,7 +132,23 @@ func declareHubCopy(ctx *pulumi.Context, name string, c HubKubeconfigCopy, t hub
 				Template:              &corev1.PodTemplateSpecArgs{Spec: pod},
 			}},
 		},
-	}, append(identity, pulumi.DependsOn([]pulumi.Resource{job}))...)
+	}, append(identity, pulumi.ReplaceOnChanges([]string{"spec"}), pulumi.DeleteBeforeReplace(true))...)
+	if err != nil {
+		return nil, err
+	}
+	job, err := batchv1.NewJob(ctx, name+"-copy-mint", &batchv1.JobArgs{
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.HubCopyJob(t.remintGeneration)), Namespace: pulumi.String(naming.NamespaceKcp)},
+		Spec: &batchv1.JobSpecArgs{
+			// A few tries for an API server that is briefly away; then the up fails,
+			// saying why.
+			BackoffLimit:          pulumi.Int(3),
+			ActiveDeadlineSeconds: pulumi.Int(300),
+			Template: &corev1.PodTemplateSpecArgs{
+				Metadata: &metav1.ObjectMetaArgs{Annotations: pulumi.StringMap{naming.AnnotationHubSecretUID: hubSecretUID}},
+				Spec:     pod,
+			},
+		},
+	}, append(identity, pulumi.DependsOn([]pulumi.Resource{cronJob}), pulumi.DeleteBeforeReplace(true))...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -378,6 +379,10 @@ func TestHubKubeconfigIsCopiedByKubectlAlone(t *testing.T) {
 		require.Equal(t, get(t, cron, "spec.jobTemplate.spec.template.spec"), jobPod, "%s: the CronJob repeats the up's copy", stack)
 		require.Equal(t, "uid-of-railgrid-kcp-hub-hub-secret", getString(t, job, "spec.template.metadata.annotations.railgrid\\.io/hub-secret-uid"), stack)
 		require.True(t, object(t, rec, "Job", naming.HubCopyJob(0)).DeleteBeforeReplace, "a replaced Job of the same name goes first")
+		cronJob := object(t, rec, "CronJob", naming.HubCopy)
+		require.True(t, cronJob.DeleteBeforeReplace && slices.Contains(cronJob.ReplaceOnChanges, "spec"),
+			"%s: a changed CronJob is deleted, with its runs of the previous credential, before it is made again", stack)
+		require.Contains(t, object(t, rec, "Job", naming.HubCopyJob(0)).Dependencies, cronJob.URN, "%s: the up's copy runs after the CronJob's change", stack)
 
 		c := containersOf(jobPod.(map[string]any))
 		require.Len(t, c, 1)

@@ -61,6 +61,13 @@ var verifyLanes = [][]step{{
 	{"etcd-shrinks-when-its-scheduled-defragmentation-runs", etcdShrinksWhenItsScheduledDefragmentationRuns, false},
 }}
 
+// afterVerifyLanes renew certificates, which rolls kcp's servers: they run once the
+// lanes, which read the stack as the first up left it, are done.
+var afterVerifyLanes = []step{
+	{"certificates-renew-without-an-up", certificatesRenewWithoutAnUp, false},
+	{"everyone-works-after-the-renewals", everyoneWorksAfterTheRenewals, false},
+}
+
 // verifyFindings is what a lane's step finds for the later steps of its lane.
 type verifyFindings struct {
 	// verifyStarted is when the first cmd/verify run began; sliceURL is the endpoint-slice

@@ -102,7 +102,7 @@ func TestKindStackEndToEnd(t *testing.T) {
 // lifecycleStages run on this machine's cluster, in order.
 var lifecycleStages = []stage{
 	{name: "first-up", needs: stackEmpty, steps: firstUpSteps},
-	{name: "verify", needs: stackConverged, begin: beginVerify, lanes: verifyLanes},
+	{name: "verify", needs: stackConverged, begin: beginVerify, lanes: verifyLanes, afterLanes: afterVerifyLanes},
 	{name: "faults", needs: stackConverged, steps: faultSteps},
 	{name: "restore", needs: stackConverged, steps: restoreSteps},
 	{name: "destroy", needs: stackConverged, steps: destroySteps},
@@ -245,6 +245,9 @@ type stage struct {
 	begin func(t *testing.T, l *lifecycle)
 	steps []step
 	lanes [][]step
+	// afterLanes run one after another once every lane is done: steps that change
+	// what the lanes read.
+	afterLanes []step
 	// stepsOf, if set, gives the steps from what begin made (killed-up's kill points).
 	stepsOf func(l *lifecycle) []step
 }
@@ -284,6 +287,7 @@ func (l *lifecycle) runStages(t *testing.T, stages []stage) {
 				go func() { defer wg.Done(); l.runSteps(t, lane) }()
 			}
 			wg.Wait()
+			l.runSteps(t, st.afterLanes)
 		})
 		if !ran {
 			continue

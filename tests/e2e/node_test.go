@@ -56,7 +56,7 @@ func testKcpVersions(p rendered) []string { return []string{p.cfg.Versions.Kcp, 
 // the kcp-operator, cert-manager's controller, webhook, cainjector and startupapicheck,
 // Envoy Gateway's control plane (which also runs its certgen Job), and the DNS probe of
 // cmd/verify (a static busybox with sh and nslookup, all the probe runs, under the name
-// of the image verify uses by default).
+// of the image verify uses by default), and kubectl's, which copies the hub's kubeconfig.
 func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []string {
 	t.Helper()
 	start := time.Now()
@@ -64,6 +64,10 @@ func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []stri
 		t.Fatal(err)
 	}
 	defrag, err := testenv.EtcdDefragImage(bins.busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubCopy, err := testenv.HubCopyImage(bins.kubectl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +81,7 @@ func buildNodeImages(t *testing.T, bins binaries, dir string, p rendered) []stri
 		testenv.CoreDNSImage(testenv.KubeadmCoreDNSImage(), bins.coredns),
 		testenv.BusyboxImage(config.DefaultDNSCheckImage, bins.busybox, "sh", "nslookup", "cat"),
 		defrag,
+		hubCopy,
 		testenv.EtcdImage(planEtcdImage(t, p), bins.etcdImage[0], bins.etcdImage[1], bins.etcdImage[2]),
 		kcp,
 		testenv.OperatorImage(config.OperatorImageRepository+":"+p.cfg.Versions.OperatorImage, bins.kcpOperator),

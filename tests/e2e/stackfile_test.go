@@ -42,6 +42,7 @@ var overlayKeys = map[string]string{
 	"kind.certManagerChart.caFile":      "the same CA",
 	"kind.envoyGatewayChart.repository": "Envoy Gateway's chart from the test's OCI registry on loopback (its CA reaches the CLI through SSL_CERT_FILE, as the README says)",
 	"oidc.caCertificates":               "the hub's Dex serves the issuer's name with a certificate from a CA of the run's own",
+	"hub.copySchedule":                  "every minute, so that the renewal step waits a minute for the copy, not the default's ten (renewals_test.go)",
 }
 
 // killedUpOverlayKeys are killed-up's: cert-manager is declared present instead of
@@ -102,6 +103,14 @@ func writeStackConfig(kindFile, out string, o stackOverlay) error {
 	}
 	operator["chartRepository"], operator["chartCAFile"] = repo.URL, repo.CAFile
 	cfg[key("operator")] = operator
+	if !o.certManagerPresent {
+		hub, _ := cfg[key("hub")].(map[string]any)
+		if hub == nil {
+			hub = map[string]any{}
+		}
+		hub["copySchedule"] = renewalCopySchedule
+		cfg[key("hub")] = hub
+	}
 	if o.oidcCA != "" {
 		oidc, _ := cfg[key("oidc")].(map[string]any)
 		if oidc == nil {

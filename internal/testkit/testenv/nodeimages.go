@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -89,6 +90,24 @@ func EtcdDefragImage(busybox string) (Image, error) {
 		return Image{}, fmt.Errorf("%s is not %s... (the version %s pins): %.60s", busybox, want, config.EtcdDefragImage, out)
 	}
 	return BusyboxImage(config.EtcdDefragImage, busybox, "sh", "wget", "timeout", "sed", "grep", "sleep", "printf"), nil
+}
+
+// HubCopyImage is the hub copy's image (config.HubCopyImage) as Kubernetes builds it
+// (build/server-image/kubectl): kubectl at /bin/kubectl, its entrypoint, and nothing a
+// copy uses besides. kubectl must be the version the image's tag pins.
+func HubCopyImage(kubectl string) (Image, error) {
+	tag := config.HubCopyImage[strings.LastIndex(config.HubCopyImage, ":")+1:]
+	out, err := exec.Command(kubectl, "version", "--client", "-o", "json").Output()
+	var v struct {
+		ClientVersion struct {
+			GitVersion string `json:"gitVersion"`
+		} `json:"clientVersion"`
+	}
+	if err != nil || json.Unmarshal(out, &v) != nil || v.ClientVersion.GitVersion != tag {
+		return Image{}, fmt.Errorf("%s is not kubectl %s (the version %s pins): %v %.80s", kubectl, tag, config.HubCopyImage, err, out)
+	}
+	return Image{Ref: config.HubCopyImage, Files: []ImageFile{{Path: "/bin/kubectl", Source: kubectl}},
+		Entrypoint: []string{"/bin/kubectl"}}, nil
 }
 
 // KcpImage is kcp's image as its Dockerfile lays it out: the servers at the root
