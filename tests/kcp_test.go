@@ -377,7 +377,10 @@ func TestHubKubeconfigIsCopiedByKubectlAlone(t *testing.T) {
 		require.Equal(t, "Forbid", getString(t, cron, "spec.concurrencyPolicy"))
 		jobPod := get(t, job, "spec.template.spec")
 		require.Equal(t, get(t, cron, "spec.jobTemplate.spec.template.spec"), jobPod, "%s: the CronJob repeats the up's copy", stack)
-		require.Equal(t, "uid-of-railgrid-kcp-hub-hub-secret", getString(t, job, "spec.template.metadata.annotations.railgrid\\.io/hub-secret-uid"), stack)
+		jobRes := object(t, rec, "Job", naming.HubCopyJob(0))
+		require.Equal(t, mockstack.Computed, getString(t, job, "spec.template.metadata.annotations.railgrid\\.io/hub-secret-uid"),
+			"%s: the Job carries the hub Secret's UID, which the API server assigns", stack)
+		require.Contains(t, jobRes.Dependencies, object(t, rec, "Secret", cfg.Hub.SecretName).URN, stack)
 		require.True(t, object(t, rec, "Job", naming.HubCopyJob(0)).DeleteBeforeReplace, "a replaced Job of the same name goes first")
 		cronJob := object(t, rec, "CronJob", naming.HubCopy)
 		require.True(t, cronJob.DeleteBeforeReplace && slices.Contains(cronJob.ReplaceOnChanges, "spec"),

@@ -48,6 +48,10 @@ const KindCorefile = `.:53 {
 }
 `
 
+// Computed is what a fake gives for a value the cluster assigns at deployment, such as
+// an object's UID: cmd/plan prints it as is (plan.ComputedPlaceholder).
+const Computed = "<computed at deployment>"
+
 func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duration) (string, resource.PropertyMap, []string, error) {
 	out := args.Inputs.Copy()
 	var faked []string
@@ -69,14 +73,15 @@ func fakeState(args pulumi.MockResourceArgs, opts Options, validity time.Duratio
 			set("data", map[string]any{naming.KubeconfigSecretKey: base64.StdEncoding.EncodeToString(kubeconfig)})
 		}
 		// The API server gives a Secret the program creates its UID (the hub copy's Job
-		// carries it).
-		if args.ReadRPC == nil && !opts.DryRun {
-			metadata := map[string]any{}
+		// carries it), which no plan can know.
+		if args.ReadRPC == nil {
+			metadata := resource.PropertyMap{}
 			if m, ok := args.Inputs["metadata"]; ok && m.IsObject() {
-				metadata = m.Mappable().(map[string]any)
+				metadata = m.ObjectValue().Copy()
 			}
-			metadata["uid"] = "uid-of-" + args.Name
-			set("metadata", metadata)
+			metadata["uid"] = resource.NewStringProperty(Computed)
+			out["metadata"] = resource.NewObjectProperty(metadata)
+			faked = append(faked, "metadata")
 		}
 	case "kubernetes:core/v1:ConfigMap":
 		if args.ID == naming.NamespaceKubeSystem+"/"+naming.CoreDNSConfigMap {

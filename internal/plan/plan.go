@@ -17,7 +17,7 @@ import (
 // Placeholders for values the plan does not print.
 const (
 	SecretPlaceholder   = "<secret: not shown by cmd/plan>"
-	ComputedPlaceholder = "<computed at deployment>"
+	ComputedPlaceholder = mockstack.Computed
 )
 
 // Object is one Kubernetes object the stack declares, as it would be applied.

@@ -41,6 +41,7 @@ import (
 var verifyLanes = [][]step{{
 	{"cmd-verify", cmdVerify, false},
 	{"verify-certificates-fails-within-its-threshold", verifyCertificatesFailsWithinItsThreshold, false},
+	{"verify-certificates-fails-on-one-about-to-expire", verifyCertificatesFailsOnOneAboutToExpire, false},
 	{"provider-path-negatives", providerPathNegatives, false},
 	{"shards-reach-their-own-public-urls", shardsReachTheirOwnPublicURLs, false},
 }, {
@@ -66,6 +67,7 @@ var verifyLanes = [][]step{{
 var afterVerifyLanes = []step{
 	{"certificates-renew-without-an-up", certificatesRenewWithoutAnUp, false},
 	{"everyone-works-after-the-renewals", everyoneWorksAfterTheRenewals, false},
+	{"preview-is-clean-after-the-renewals", previewIsCleanAfterTheRenewals, false},
 }
 
 // verifyFindings is what a lane's step finds for the later steps of its lane.

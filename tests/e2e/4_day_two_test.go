@@ -293,8 +293,16 @@ func remint(t *testing.T, ctx context.Context, e *env, gen int, creds *[]credent
 	if got := ops[hubURN]; !slices.Equal(got, []string{"update"}) {
 		t.Errorf("the re-mint did %v on the hub Secret, want one update in place", got)
 	}
+	// The copy: its CronJob replaced, deleted first with its runs of the previous
+	// credential, and the up's copy Job of the new generation.
+	cronURN, jobURN := p2.urnOf("CronJob", naming.HubCopy), p2.urnOf("Job", naming.HubCopyJob(gen))
+	for _, urn := range []string{cronURN, jobURN} {
+		if got := ops[urn]; !slices.Equal(got, []string{"delete-replaced", "replace", "create-replacement"}) {
+			t.Errorf("the re-mint did %v on %s, want it deleted, then made again", got, shortURN(urn))
+		}
+	}
 	for urn, o := range changedURNs(log) {
-		if urn != kcURN && urn != hubURN && !drift.has(urn) && !strings.Contains(urn, "-hub-minted") {
+		if urn != kcURN && urn != hubURN && urn != cronURN && urn != jobURN && !drift.has(urn) && !strings.Contains(urn, "-hub-minted") {
 			t.Errorf("the re-mint also did %v on %s", o, shortURN(urn))
 		}
 	}

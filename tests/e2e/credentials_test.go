@@ -181,25 +181,45 @@ func checkNoPlaintext(t *testing.T, ctx context.Context, e *env, mints []credent
 			t.Errorf("the backend's %s holds the hub credential in plaintext:%s", name, indent(leaks))
 		}
 	}
+	// The hub Secret is declared without data (its copy fills it in the cluster): none
+	// in its inputs, and any its outputs hold (after a refresh) encrypted. The read of
+	// the operator's kubeconfig Secret holds it, encrypted.
 	hubURN := e.plan.urnOf("Secret", e.plan.cfg.Hub.SecretName)
-	found := false
+	found, foundRead := false, false
 	for _, r := range d.Resources {
-		if r.URN != hubURN {
-			continue
-		}
-		found = true
-		data, _ := r.Outputs["data"].(map[string]any)
-		if data == nil || data[secretSig] != secretSigValue || data["ciphertext"] == nil || data["plaintext"] != nil {
-			t.Errorf("the hub Secret's data is not an encrypted secret in the state: %s", compact(r.Outputs["data"]))
+		switch {
+		case r.URN == hubURN:
+			found = true
+			if r.Inputs["data"] != nil {
+				t.Errorf("the hub Secret has data in its inputs in the state: %s", compact(r.Inputs["data"]))
+			}
+			if r.Outputs["data"] != nil && !encryptedSecret(r.Outputs["data"]) {
+				t.Errorf("the hub Secret's data is not an encrypted secret in the state: %s", compact(r.Outputs["data"]))
+			}
+		case strings.HasSuffix(r.URN, "::"+hubMintedRead):
+			foundRead = true
+			if !encryptedSecret(r.Outputs["data"]) {
+				t.Errorf("the read of the operator's kubeconfig Secret is not an encrypted secret in the state: %s", compact(r.Outputs["data"]))
+			}
 		}
 	}
-	if !found {
-		t.Errorf("the hub Secret %s is not in the state", shortURN(hubURN))
+	if !found || !foundRead {
+		t.Errorf("the hub Secret %s (%v) or the read of the operator's Secret (%v) is not in the state", shortURN(hubURN), found, foundRead)
 	}
 	if !leaked {
 		t.Logf("pulumi stack export (%d bytes, %d resources) and the %d files of the backend hold none of the %d credentials (marker, certificate, key)",
 			len(d.raw), len(d.Resources), len(files), len(mints))
 	}
+}
+
+// hubMintedRead is the resource name of the stack's read of the operator's kubeconfig
+// Secret (components/hubkubeconfig.go, readMintedKubeconfig).
+const hubMintedRead = "railgrid-kcp-hub-minted"
+
+// encryptedSecret says whether a value of the state is a secret, encrypted.
+func encryptedSecret(v any) bool {
+	data, _ := v.(map[string]any)
+	return data != nil && data[secretSig] == secretSigValue && data["ciphertext"] != nil && data["plaintext"] == nil
 }
 
 // The signature Pulumi marks a secret value with in the state.
