@@ -22,7 +22,8 @@ import (
 // with defaults, the live value is the defaulted list and the new manager's is not, so
 // the apply fails with a field conflict (TestReapplyAfterAnInterruptedCreate shows it
 // against the real kube-apiserver). One manager that never changes re-applies its own
-// fields and cannot conflict with itself.
+// fields and cannot conflict with itself. One object has a manager of its own, the hub's
+// Secret (hubkubeconfig.go says why).
 
 // forcedApplyExcluded lists the objects another writer shares, whose conflicts must
 // surface rather than be forced: the kcp-operator's own API (it writes those objects'

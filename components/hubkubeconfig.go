@@ -97,6 +97,11 @@ func NewHubKubeconfig(ctx *pulumi.Context, name string, args *HubKubeconfigArgs,
 			Namespace: hubNamespace,
 			Annotations: pulumi.StringMap{
 				AnnotationRemint: pulumi.String(generation),
+				// Not naming.FieldManager, which applied the data before the copy did: a
+				// stack made by an earlier version of this program keeps the data under
+				// that manager, and an apply without data by the same manager would
+				// delete it before the copy has run. A manager of its own leaves it.
+				naming.AnnotationPatchFieldManager: pulumi.String(naming.HubSecretFieldManager),
 			},
 		},
 		Type: pulumi.String("Opaque"),

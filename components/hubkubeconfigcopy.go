@@ -20,7 +20,8 @@ import (
 // kustomization whose secretGenerator names the hub's Secret and key, and kubectl's
 // built-in kustomize applies it, server-side, under its own field manager: kubectl's
 // own image and nothing else, no shell and no parsing, and the kubeconfig is in no
-// object but the two Secrets. `pulumi up` runs the copy once per credential as a Job and
+// object but the two Secrets. The field manager is not kubectl's default, "kubectl",
+// whose fields the Kubernetes provider takes over on its next update of the object. `pulumi up` runs the copy once per credential as a Job and
 // waits for it; a CronJob repeats it. The hub's Secret, as Pulumi declares it, holds no
 // data, so a renewal changes nothing Pulumi compares: a preview stays clean.
 
@@ -88,7 +89,9 @@ func declareHubCopy(ctx *pulumi.Context, name string, c HubKubeconfigCopy, t hub
 			ApiGroups:     pulumi.StringArray{pulumi.String("")},
 			Resources:     pulumi.StringArray{pulumi.String("secrets")},
 			ResourceNames: pulumi.StringArray{pulumi.String(t.secretName)},
-			Verbs:         pulumi.StringArray{pulumi.String("get"), pulumi.String("patch")},
+			// create: a server-side apply makes the Secret again when it was deleted
+			// (the API server authorizes that create by the name, so resourceNames holds).
+			Verbs: pulumi.StringArray{pulumi.String("get"), pulumi.String("patch"), pulumi.String("create")},
 		}},
 	}, opts...)
 	if err != nil {
@@ -137,7 +140,10 @@ func declareHubCopy(ctx *pulumi.Context, name string, c HubKubeconfigCopy, t hub
 		return nil, err
 	}
 	job, err := batchv1.NewJob(ctx, name+"-copy-mint", &batchv1.JobArgs{
-		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.HubCopyJob(t.remintGeneration)), Namespace: pulumi.String(naming.NamespaceKcp)},
+		Metadata: &metav1.ObjectMetaArgs{Name: pulumi.String(naming.HubCopyJob(t.remintGeneration)), Namespace: pulumi.String(naming.NamespaceKcp),
+			// A Job that failed is made again by the next up, which would otherwise wait
+			// on it for ever.
+			Annotations: pulumi.StringMap{naming.AnnotationReplaceUnready: pulumi.String("true")}},
 		Spec: &batchv1.JobSpecArgs{
 			// A few tries for an API server that is briefly away; then the up fails,
 			// saying why.

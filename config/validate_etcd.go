@@ -51,5 +51,28 @@ func checkCronSchedule(errs *Errors, key, value string) {
 	}
 }
 
+// CopyPeriod is the longest wait between two runs of the hub's copy
+// (hub.copySchedule), read from its next runs after now; 0 for a schedule that does not
+// parse (the cron rule refuses it).
+func (h Hub) CopyPeriod(now time.Time) time.Duration {
+	schedule, err := cron.ParseStandard(h.CopySchedule)
+	if err != nil {
+		return 0
+	}
+	var longest time.Duration
+	at := schedule.Next(now)
+	// A day of runs covers every schedule of minutes and hours; a daily or rarer one is
+	// read from its next runs.
+	for i := 0; i < 1500 && !at.IsZero() && (at.Sub(now) < 24*time.Hour || i < 3); i++ {
+		next := schedule.Next(at)
+		if next.IsZero() {
+			break
+		}
+		longest = max(longest, next.Sub(at))
+		at = next
+	}
+	return longest
+}
+
 // validMembers reports whether n is an etcd member count the program runs.
 func validMembers(n int) bool { return slices.Contains([]int{1, 3, 5}, n) }

@@ -3,6 +3,9 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/railgrid/railgrid-kcp/config"
 )
 
 // The hub's namespace, Secret and kubeconfig (validate_hub.go): each refusal below is
@@ -62,4 +65,21 @@ var hubAcceptances = []acceptance{
 	{name: "hub namespace of 63 characters", stack: "gke", edit: set("hub.namespace", strings.Repeat("n", 63))},
 	{name: "hub secret name with dots", stack: "kind", edit: set("hub.secretName", "railgrid.kcp.1")},
 	{name: "hub copy schedule as a descriptor", stack: "kind", edit: set("hub.copySchedule", "@hourly")},
+}
+
+// The copy's period, which verify's certificates check waits before it fails, is the
+// longest gap between two runs of hub.copySchedule.
+func TestCopyPeriodIsTheLongestGapBetweenRuns(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 3, 0, 0, time.UTC)
+	for schedule, want := range map[string]time.Duration{
+		"*/10 * * * *":  10 * time.Minute,
+		"0,15 * * * *":  45 * time.Minute,
+		"@daily":        24 * time.Hour,
+		"0 9 * * 1":     7 * 24 * time.Hour,
+		"every 10 mins": 0,
+	} {
+		if got := (config.Hub{CopySchedule: schedule}).CopyPeriod(now); got != want {
+			t.Errorf("%q: %s, want %s", schedule, got, want)
+		}
+	}
 }

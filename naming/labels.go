@@ -62,6 +62,9 @@ const (
 	// fields over to it.
 	AnnotationPatchFieldManager = "pulumi.com/patchFieldManager"
 	AnnotationPatchForce        = "pulumi.com/patchForce"
+	// AnnotationReplaceUnready makes the provider replace an object (a Job) that is
+	// not ready, instead of awaiting it again, on the next update.
+	AnnotationReplaceUnready = "pulumi.com/replaceUnready"
 )
 
 // FieldManager is the server-side apply field manager of every Kubernetes object this

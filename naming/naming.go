@@ -62,6 +62,9 @@ const (
 	// namespace. It is also the copy's field manager on the hub's Secret.
 	HubCopy                 = "railgrid-kcp-hub-copy"
 	HubCopyKustomizationKey = "kustomization.yaml"
+	// HubSecretFieldManager is the field manager Pulumi applies the hub's Secret with,
+	// other than FieldManager (components/hubkubeconfig.go says why).
+	HubSecretFieldManager = "railgrid-kcp-hub-secret"
 	// KubeconfigUsername is the user the hub's Kubeconfig object asks for (the client
 	// certificate's CN), and KubeconfigAdminGroup its group (O): the front proxy drops
 	// system:masters, so admin access through it needs system:kcp:admin.

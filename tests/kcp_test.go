@@ -352,6 +352,9 @@ func TestHubKubeconfigIsSecretAndWhereTheHubReadsIt(t *testing.T) {
 		require.Equal(t, cfg.Hub.Namespace, getString(t, inputs(hub), "metadata.namespace"))
 		require.NotContains(t, hub.Inputs, resource.PropertyKey("data"), "%s: the copy owns the hub Secret's data", stack)
 		require.NotContains(t, hub.Inputs, resource.PropertyKey("stringData"), stack)
+		require.Equal(t, naming.HubSecretFieldManager, getString(t, inputs(hub), "metadata.annotations.pulumi\\.com/patchFieldManager"),
+			"%s: not the manager that applied the data before the copy did, so that an upgraded stack keeps its data", stack)
+		require.NotEqual(t, naming.FieldManager, naming.HubSecretFieldManager)
 		require.Subset(t, hub.AdditionalSecretOutputs, []string{"data", "stringData"}, "%s: what the live Secret holds stays secret in the state", stack)
 
 		minted, ok := rec.Find("kubernetes:core/v1:Secret", "railgrid-kcp-hub-minted")
@@ -382,6 +385,7 @@ func TestHubKubeconfigIsCopiedByKubectlAlone(t *testing.T) {
 			"%s: the Job carries the hub Secret's UID, which the API server assigns", stack)
 		require.Contains(t, jobRes.Dependencies, object(t, rec, "Secret", cfg.Hub.SecretName).URN, stack)
 		require.True(t, object(t, rec, "Job", naming.HubCopyJob(0)).DeleteBeforeReplace, "a replaced Job of the same name goes first")
+		require.Equal(t, "true", getString(t, job, "metadata.annotations.pulumi\\.com/replaceUnready"), "%s: a failed copy is made again by the next up", stack)
 		cronJob := object(t, rec, "CronJob", naming.HubCopy)
 		require.True(t, cronJob.DeleteBeforeReplace && slices.Contains(cronJob.ReplaceOnChanges, "spec"),
 			"%s: a changed CronJob is deleted, with its runs of the previous credential, before it is made again", stack)
@@ -426,7 +430,7 @@ func TestHubKubeconfigIsCopiedByKubectlAlone(t *testing.T) {
 		require.Len(t, rules, 1, "one rule: the hub's Secret")
 		require.Equal(t, []string{"secrets"}, stringList(t, rules[0], "resources"))
 		require.Equal(t, []string{cfg.Hub.SecretName}, stringList(t, rules[0], "resourceNames"))
-		require.Equal(t, []string{"get", "patch"}, stringList(t, rules[0], "verbs"))
+		require.Equal(t, []string{"get", "patch", "create"}, stringList(t, rules[0], "verbs"))
 		binding := inputs(object(t, rec, "RoleBinding", naming.HubCopy))
 		require.Equal(t, cfg.Hub.Namespace, getString(t, binding, "metadata.namespace"))
 		require.Equal(t, naming.HubCopy, getString(t, binding, "roleRef.name"))

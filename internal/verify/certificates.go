@@ -24,8 +24,8 @@ import (
 // visible, and fails on one within MinCertificateValidity of it: each kcp server's
 // serving and client certificates and the CAs they chain to (every TLS Secret in
 // kcp-system, each CA once), the OIDC issuer's CA, and the hub's credential, which must
-// also be the operator's current certificate (the hub's Secret is a copy pulumi up made,
-// which a renewal does not reach).
+// also be the operator's current certificate: the hub's Secret is the stack's copy of
+// it (components/hubkubeconfigcopy.go), made again on hub.copySchedule.
 const CheckCertificates = "certificates"
 
 // caKey is where cert-manager writes the issuing CA in a TLS Secret.
@@ -145,16 +145,42 @@ func (o *Options) hubCopy(ctx context.Context) []Result {
 		if result.Status == StatusFail {
 			expired = result.Message + "; it "
 		}
+		stale := fmt.Sprintf("%sholds serial %s (until %s), not the operator's current certificate, serial %s (until %s) in %s, written %s",
+			expired, copied.SerialNumber.Text(16), copied.NotAfter.UTC().Format(time.RFC3339), current.SerialNumber.Text(16),
+			current.NotAfter.UTC().Format(time.RFC3339), mintedItem, dataWritten(s, current).UTC().Format(time.RFC3339))
+		// Within two of the copy's periods of the operator's write, the copy has not had
+		// its turn yet: a warning. Later, it is not running.
+		grace := 2*hub.CopyPeriod(o.Now()) + copyRunTime
+		if result.Status != StatusFail && o.Now().Sub(dataWritten(s, current)) < grace {
+			return []Result{warn(CheckCertificates, item, "%s: the copy (CronJob %s/%s, hub.copySchedule %q) puts it there at its next run",
+				stale, naming.NamespaceKcp, naming.HubCopy, hub.CopySchedule)}
+		}
 		return []Result{fail(CheckCertificates, item,
-			"%sholds serial %s (until %s), not the operator's current certificate, serial %s (until %s) in %s: cert-manager renewed it; run pulumi up to copy it",
-			expired,
-			copied.SerialNumber.Text(16), copied.NotAfter.UTC().Format(time.RFC3339), current.SerialNumber.Text(16),
-			current.NotAfter.UTC().Format(time.RFC3339), mintedItem)}
+			"%s: the copy (CronJob %s/%s, hub.copySchedule %q) has not put it there in %s; see its Jobs' logs (kubectl -n %s logs job/<name>), and pulumi up runs it once",
+			stale, naming.NamespaceKcp, naming.HubCopy, hub.CopySchedule, grace, naming.NamespaceKcp)}
 	}
 	if result.Status == StatusPass {
 		result.Message += "; the operator's current certificate (serial " + copied.SerialNumber.Text(16) + ")"
 	}
 	return []Result{result}
+}
+
+// copyRunTime is what one run of the copy may take (its Jobs' activeDeadlineSeconds).
+const copyRunTime = 5 * time.Minute
+
+// dataWritten is when the operator last wrote its kubeconfig Secret's data (the newest
+// time of a manager that owns it), or the certificate's notBefore when no manager says.
+func dataWritten(s *corev1.Secret, c *x509.Certificate) time.Time {
+	var at time.Time
+	for _, f := range s.ManagedFields {
+		if f.Time != nil && f.FieldsV1 != nil && strings.Contains(string(f.FieldsV1.Raw), `"f:data"`) && f.Time.After(at) {
+			at = f.Time.Time
+		}
+	}
+	if at.IsZero() {
+		return c.NotBefore
+	}
+	return at
 }
 
 // clientCertificate is the client certificate of a kubeconfig's current user.

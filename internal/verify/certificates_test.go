@@ -2,6 +2,7 @@ package verify_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,20 +77,43 @@ func TestCertificatesCheckEachCAOnce(t *testing.T) {
 	}
 }
 
-// The hub's Secret is a copy: once cert-manager renewed the operator's certificate, the
-// copy is named as stale, with both serials, and pulumi up as the fix.
-func TestCertificatesFailWhenTheHubsCopyIsNotTheOperatorsCurrentCertificate(t *testing.T) {
+// The hub's Secret is the stack's copy: once the operator wrote a renewed certificate,
+// the stale copy is named with both serials. Within two of the copy's periods of that
+// write it is a warning (the copy has not had its turn); after them a failure that
+// points at the copy's CronJob.
+func TestCertificatesNameAHubCopyThatIsNotTheOperatorsCurrentCertificate(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	renewed := verifytest.AdminCert(t, f.cluster.CA, "kcp-admin", verifytest.Now.Add(-time.Minute), verifytest.Now.Add(365*24*time.Hour))
 	current := verifytest.OperatorKubeconfigSecret(f.cfg, verifytest.Kubeconfig(t, inCluster, f.cluster.CA.PEM, renewed.CertPEM, renewed.KeyPEM))
-	if _, err := f.cluster.Kube.CoreV1().Secrets(current.Namespace).Update(context.Background(), current, metav1.UpdateOptions{}); err != nil {
+	updated, err := f.cluster.Kube.CoreV1().Secrets(current.Namespace).Update(context.Background(), current, metav1.UpdateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	results := f.run(t, verify.CheckCertificates)
-	requireFail(t, results, hubCopyItem, "not the operator's current certificate, serial "+renewed.Cert.SerialNumber.Text(16),
-		"in Secret kcp-system/kcp-kubeconfig-frontproxy key kubeconfig", "run pulumi up to copy it")
-	requireNoCredential(t, results, renewed.CertPEM, renewed.KeyPEM)
+	var written time.Time
+	for _, m := range updated.ManagedFields {
+		if m.Time != nil && m.Time.After(written) {
+			written = m.Time.Time
+		}
+	}
+	stale := "not the operator's current certificate, serial " + renewed.Cert.SerialNumber.Text(16)
+	for _, c := range []struct {
+		after  time.Duration
+		status verify.Status
+		says   string
+	}{
+		{time.Minute, verify.StatusWarn, "puts it there at its next run"},
+		{time.Hour, verify.StatusFail, `the copy (CronJob kcp-system/railgrid-kcp-hub-copy, hub.copySchedule "*/10 * * * *") has not put it there in 25m0s`},
+	} {
+		f.opts.Now = func() time.Time { return written.Add(c.after) }
+		results := f.run(t, verify.CheckCertificates)
+		r := only(t, results, hubCopyItem)
+		if r.Status != c.status || !strings.Contains(r.Message, stale) || !strings.Contains(r.Message, "in Secret kcp-system/kcp-kubeconfig-frontproxy key kubeconfig") ||
+			!strings.Contains(r.Message, c.says) {
+			t.Errorf("%s after the operator's write: %s %s", c.after, r.Status, r.Message)
+		}
+		requireNoCredential(t, results, renewed.CertPEM, renewed.KeyPEM)
+	}
 }
 
 func TestCertificatesFailOnAnExpiredHubCopy(t *testing.T) {

@@ -194,6 +194,9 @@ type lifecycle struct {
 	durable *kcpObject
 	// killed is what killed-up's kills share (beginKilledUp).
 	killed *killedUpRun
+	// hubWatch watches the hub Secret through day two's first re-mint
+	// (hubcopyupgrade_test.go).
+	hubWatch *hubDataWatch
 }
 
 func newLifecycle(t *testing.T, ctx context.Context, bins binaries, src sources, opts envOptions) *lifecycle {
