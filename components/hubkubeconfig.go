@@ -39,7 +39,7 @@ type HubKubeconfigArgs struct {
 	SecretKey    string
 	// Copy is how the kubeconfig reaches the hub's Secret, at each up and after each
 	// renewal.
-	Copy HubKubeconfigCopy
+	Copy HubCopyArgs
 }
 
 // HubKubeconfig is the Kubeconfig object the operator mints the hub's admin credential

@@ -1,9 +1,8 @@
 package components
 
 import (
-	"fmt"
-
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	"gopkg.in/yaml.v3"
 
 	batchv1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/batch/v1"
 	corev1 "github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/core/v1"
@@ -25,8 +24,8 @@ import (
 // waits for it; a CronJob repeats it. The hub's Secret, as Pulumi declares it, holds no
 // data, so a renewal changes nothing Pulumi compares: a preview stays clean.
 
-// HubKubeconfigCopy is when and with what the hub's kubeconfig is copied.
-type HubKubeconfigCopy struct {
+// HubCopyArgs say when and with what the hub's kubeconfig is copied.
+type HubCopyArgs struct {
 	// Schedule is the CronJob's schedule (hub.copySchedule).
 	Schedule string
 	// Image is kubectl's image (config.HubCopyImage).
@@ -47,19 +46,33 @@ type hubCopyTarget struct {
 // kustomization is the copy's kustomization: the hub's Secret from the operator's
 // kubeconfig, under the name and key the hub reads, with no hash suffix.
 func (t hubCopyTarget) kustomization() pulumi.StringOutput {
-	return t.hubNamespace.ToStringOutput().ApplyT(func(ns string) string {
-		return fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: %s
-generatorOptions:
-  disableNameSuffixHash: true
-secretGenerator:
-  - name: %s
-    type: Opaque
-    files:
-      - %s=%s
-`, ns, t.secretName, t.secretKey, naming.KubeconfigSecretKey)
+	return t.hubNamespace.ToStringOutput().ApplyT(func(ns string) (string, error) {
+		k := kustomization{APIVersion: "kustomize.config.k8s.io/v1beta1", Kind: "Kustomization", Namespace: ns,
+			SecretGenerator: []secretGenerator{{Name: t.secretName, Type: "Opaque",
+				Files: []string{t.secretKey + "=" + naming.KubeconfigSecretKey}}}}
+		k.GeneratorOptions.DisableNameSuffixHash = true
+		out, err := yaml.Marshal(k)
+		return string(out), err
 	}).(pulumi.StringOutput)
+}
+
+// kustomization and secretGenerator are the part of kustomize's Kustomization the copy
+// uses (kustomize.config.k8s.io/v1beta1).
+type kustomization struct {
+	APIVersion       string `yaml:"apiVersion"`
+	Kind             string `yaml:"kind"`
+	Namespace        string `yaml:"namespace"`
+	GeneratorOptions struct {
+		DisableNameSuffixHash bool `yaml:"disableNameSuffixHash"`
+	} `yaml:"generatorOptions"`
+	SecretGenerator []secretGenerator `yaml:"secretGenerator"`
+}
+
+type secretGenerator struct {
+	Name string `yaml:"name"`
+	Type string `yaml:"type"`
+	// Files are key=file pairs, the file relative to the kustomization.
+	Files []string `yaml:"files"`
 }
 
 // hubCopy is what declareHubCopy declared.
@@ -73,7 +86,7 @@ type hubCopy struct {
 // credential and the CronJob. hubSecretUID ties the Job to the hub's Secret: a Secret
 // made again (deleted by hand, then restored by an up) gets a new UID, which replaces
 // the Job, so the up fills it again.
-func declareHubCopy(ctx *pulumi.Context, name string, c HubKubeconfigCopy, t hubCopyTarget, hubSecretUID pulumi.StringOutput, opts ...pulumi.ResourceOption) (*hubCopy, error) {
+func declareHubCopy(ctx *pulumi.Context, name string, c HubCopyArgs, t hubCopyTarget, hubSecretUID pulumi.StringOutput, opts ...pulumi.ResourceOption) (*hubCopy, error) {
 	meta := func(namespace pulumi.StringInput) *metav1.ObjectMetaArgs {
 		return &metav1.ObjectMetaArgs{Name: pulumi.String(naming.HubCopy), Namespace: namespace}
 	}

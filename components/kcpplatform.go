@@ -264,7 +264,7 @@ func (st *KcpPlatform) declareAccess(b kcpPlatformBuild, hubNamespace *corev1.Na
 		HubNamespace:     hubNamespace,
 		SecretName:       b.cfg.Hub.SecretName,
 		SecretKey:        b.cfg.Hub.SecretKey,
-		Copy:             HubKubeconfigCopy{Schedule: b.cfg.Hub.CopySchedule, Image: config.HubCopyImage},
+		Copy:             HubCopyArgs{Schedule: b.cfg.Hub.CopySchedule, Image: config.HubCopyImage},
 	}, b.child...); err != nil {
 		return err
 	}
