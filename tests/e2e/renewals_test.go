@@ -42,7 +42,7 @@ const (
 	servedRenewalBound = 4 * time.Minute
 	// renewedAloneWatch is how long the step watches the operator after the hub's
 	// certificate alone renewed.
-	renewedAloneWatch   = 20 * time.Second
+	renewedAloneWatch   = 10 * time.Second
 	renewalPollInterval = time.Second
 )
 
