@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,10 +79,19 @@ type Node struct {
 	KubeletPort int
 
 	opts                        NodeOptions
-	containerd, kubelet, proxy  *Process
+	containerd, proxy           *Process
 	containerdArgs, kubeletArgs []string
 	restarts                    int
 	socket                      string
+
+	// mu guards the kubelet as last started, which its supervisor restarts
+	// (kubeletservice.go).
+	mu              sync.Mutex
+	kubelet         *Process
+	kubeletStopping bool
+	kubeletCrashes  []string
+	// kubeletRestartDelay is kubeletRestartDelay but in the supervisor's own test.
+	kubeletRestartDelay time.Duration
 }
 
 // importImages imports the image tarballs into containerd and unpacks them, two at a
@@ -109,7 +119,7 @@ func (n *Node) importImages(t *testing.T, images []string) {
 // under Dir is unmounted.
 func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opts NodeOptions) *Node {
 	t.Helper()
-	n := &Node{Name: opts.Name, opts: opts}
+	n := &Node{Name: opts.Name, opts: opts, kubeletRestartDelay: kubeletRestartDelay}
 	dir := opts.Dir
 	for _, d := range []string{"containerd/root", "containerd/state", "cni/net.d", "cni/ipam", "kubelet", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -162,8 +172,7 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 		"--node-labels=" + strings.Join(labels, ","),
 		"--v=1",
 	}
-	n.kubelet, err = LaunchProcess("kubelet", opts.Bins.Kubelet, filepath.Join(dir, "kubelet.log"), nil, n.kubeletArgs...)
-	if err != nil {
+	if err := n.launchKubelet("kubelet.log"); err != nil {
 		t.Fatal(err)
 	}
 	n.proxy, err = LaunchProcess("kube-proxy", opts.Bins.KubeProxy, filepath.Join(dir, "kube-proxy.log"), nil,
@@ -183,7 +192,8 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WaitFor(ctx, 2*time.Minute, n.kubelet, func() (bool, error) {
+	// No process to watch: the kubelet's supervisor starts it again if it exits.
+	if err := WaitFor(ctx, 2*time.Minute, nil, func() (bool, error) {
 		node, err := kube.CoreV1().Nodes().Get(ctx, opts.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -195,7 +205,10 @@ func StartNode(t *testing.T, ctx context.Context, kube kubernetes.Interface, opt
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatalf("node %s did not become Ready: %v\n%s", opts.Name, err, n.kubelet.Tail(30))
+		t.Fatalf("node %s did not become Ready: %v (the kubelet's runs that exited: %v)\n%s", opts.Name, err, n.KubeletCrashes(), n.Kubelet().Tail(30))
+	}
+	if crashes := n.KubeletCrashes(); len(crashes) > 0 {
+		t.Logf("node %s: the kubelet exited on its own and was started again, as its unit does: %v", opts.Name, crashes)
 	}
 	return n
 }
@@ -321,18 +334,23 @@ nodeStatusUpdateFrequency: 5s
 // answers again and the kubelet has started; the caller waits for the pods.
 func (n *Node) RestartKubeletAndContainerd(ctx context.Context) error {
 	n.restarts++
-	n.kubelet.Stop()
+	n.stopKubelet()
 	n.containerd.Stop()
 	if err := n.startContainerd(ctx, fmt.Sprintf("containerd.restart-%d.log", n.restarts)); err != nil {
 		return err
 	}
-	var err error
-	n.kubelet, err = LaunchProcess("kubelet", n.opts.Bins.Kubelet, filepath.Join(n.opts.Dir, fmt.Sprintf("kubelet.restart-%d.log", n.restarts)), nil, n.kubeletArgs...)
-	return err
+	n.mu.Lock()
+	n.kubeletStopping = false
+	n.mu.Unlock()
+	return n.launchKubelet(fmt.Sprintf("kubelet.restart-%d.log", n.restarts))
 }
 
 // Kubelet is the kubelet's process as last started, e.g. to stop waiting when it exits.
-func (n *Node) Kubelet() *Process { return n.kubelet }
+func (n *Node) Kubelet() *Process {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.kubelet
+}
 
 // startContainerd starts containerd and returns once its CRI service answers. containerd
 // serves its own API before the CRI plugin has recovered its state, and a kubelet started
@@ -415,15 +433,16 @@ func (n *Node) RootFilesystemReadOnly(containerID string) (bool, error) {
 // stop ends the node's containers, then its servers, and removes what they left.
 func (n *Node) stop(t *testing.T) {
 	if t.Failed() {
-		for _, p := range []*Process{n.containerd, n.kubelet, n.proxy} {
+		for _, p := range []*Process{n.containerd, n.Kubelet(), n.proxy} {
 			if p != nil {
 				t.Logf("%s log (last lines):\n%s", p.Name, p.Tail(20))
 			}
 		}
+		if crashes := n.KubeletCrashes(); len(crashes) > 0 {
+			t.Logf("the kubelet's runs that exited on their own: %v", crashes)
+		}
 	}
-	if n.kubelet != nil {
-		n.kubelet.Stop()
-	}
+	n.stopKubelet()
 	if n.proxy != nil {
 		n.proxy.Stop()
 	}
