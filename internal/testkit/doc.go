@@ -52,6 +52,8 @@
 //	testenv/mountinfo.go              a process's mount table (/proc/<pid>/mountinfo)
 //	testenv/mountinfo_test.go         the mount table's points, options and propagation are read
 //	testenv/netns.go                  named network namespaces (the test hosts')
+//	testenv/kubeletservice.go         the kubelet started again when it exits on its own, as kubeadm's unit does
+//	testenv/kubeletservice_test.go    a kubelet that dies at start is started again, one stopped on purpose is not
 //	testenv/node.go                   StartNode: containerd, kubelet and kube-proxy as a real node
 //	testenv/nodeimages.go             BuildPause, BuildProviderProbe and the node's images of them and of CoreDNS
 //	testenv/nodeimages_test.go        the add-ons', Dex's and the provider probe's images are laid out as upstream builds them
