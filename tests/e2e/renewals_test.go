@@ -6,11 +6,11 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"math/big"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,7 +173,7 @@ func certificatesRenewWithoutAnUp(t *testing.T, l *lifecycle) {
 		case r.renewed == 0:
 			t.Errorf("Certificate %s was not renewed within %s: its Secret still holds serial %s", r.certificate, servedRenewalBound, serial(r.before))
 		case r.served != "" && rolled == 0:
-			t.Errorf("the servers' pods %v are still there %s after the renewal: the operator did not roll them", sortedKeys(pods), servedRenewalBound)
+			t.Errorf("the servers' pods %v are still there %s after the renewal: the operator did not roll them", slices.Sorted(maps.Keys(pods)), servedRenewalBound)
 		case r.served != "" && r.servedAt == 0:
 			t.Errorf("%s still serves serial %s %s after the renewal; its Secret holds serial %s", r.served, serial(r.before), servedRenewalBound, serial(r.after))
 		case r.served != "":
@@ -207,7 +207,7 @@ func certificatesRenewWithoutAnUp(t *testing.T, l *lifecycle) {
 		t.Fatal(err)
 	}
 	t.Logf("the operator rolled the servers for their renewed certificates: pods %v replaced by %v, %s after the renewal",
-		sortedKeys(pods), sortedKeys(after), rolled.Round(time.Second))
+		slices.Sorted(maps.Keys(pods)), slices.Sorted(maps.Keys(after)), rolled.Round(time.Second))
 }
 
 // everyoneWorksAfterTheRenewals: after the renewals, the hub's renewed credential
@@ -362,15 +362,6 @@ func anyPodOf(before, now map[string]string) bool {
 	return false
 }
 
-func sortedKeys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func certificateNames(rs []*renewedCertificate) []string {
 	var out []string
 	for _, r := range rs {
@@ -383,7 +374,7 @@ func serial(c *x509.Certificate) string {
 	if c == nil || c.SerialNumber == nil {
 		return "none"
 	}
-	return new(big.Int).Set(c.SerialNumber).Text(16)
+	return c.SerialNumber.Text(16)
 }
 
 // expiringCertificate is the Certificate verifyCertificatesFailsOnOneAboutToExpire has
