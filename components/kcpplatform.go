@@ -42,8 +42,6 @@ type KcpPlatform struct {
 	DNS      *SplitHorizonDNS
 	Edge     *KcpEdge
 	Hub      *HubKubeconfig
-	// Monitoring is the scrapers' identity on every kcp server (monitoring.go).
-	Monitoring *Monitoring
 	// UserKubeconfig is the users' kubeconfig: kubelogin signs them in with the hub's
 	// OIDC issuer, through the front proxy's public URL (userkubeconfig.go).
 	UserKubeconfig pulumi.StringOutput
@@ -96,11 +94,6 @@ func NewKcpPlatform(ctx *pulumi.Context, name string, args *KcpPlatformArgs, opt
 		return nil, err
 	}
 	if err := st.declareDataKeeping(b); err != nil {
-		return nil, err
-	}
-	if st.Monitoring, err = NewMonitoring(ctx, name+"-monitoring", &MonitoringArgs{
-		RootShard: st.RootShard, Shards: st.Shards, Validity: cfg.Hub.KubeconfigValidity,
-	}, b.child...); err != nil {
 		return nil, err
 	}
 	if err := ctx.RegisterResourceOutputs(st, pulumi.Map{

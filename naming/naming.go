@@ -68,12 +68,8 @@ const (
 	// KubeconfigUsername is the user the hub's Kubeconfig object asks for (the client
 	// certificate's CN), and KubeconfigAdminGroup its group (O): the front proxy drops
 	// system:masters, so admin access through it needs system:kcp:admin.
-	KubeconfigUsername = "kcp-admin"
-	// MetricsUsername is the scrapers' user (components/monitoring.go), bound to
-	// MetricsReaderClusterRole on every kcp server and nothing else.
-	MetricsUsername          = "railgrid-kcp-metrics"
-	MetricsReaderClusterRole = "system:kcp:metrics-reader"
-	KubeconfigAdminGroup     = "system:kcp:admin"
+	KubeconfigUsername   = "kcp-admin"
+	KubeconfigAdminGroup = "system:kcp:admin"
 
 	// EdgeGatewayName names the edge's Gateway, and on kind its GatewayClass, EnvoyProxy
 	// and traffic policies.
@@ -252,8 +248,3 @@ func UserKubeconfigCluster(stack string) string { return "railgrid-kcp-" + stack
 
 // UserKubeconfigUser: see UserKubeconfigCluster.
 func UserKubeconfigUser(stack string) string { return "railgrid-kcp-" + stack + "-oidc" }
-
-// MetricsKubeconfigName is the Kubeconfig object that binds the scrapers' user on one kcp
-// server (the root shard or a shard), and the Secret the operator writes its kubeconfig
-// to.
-func MetricsKubeconfigName(server string) string { return MetricsUsername + "-" + server }

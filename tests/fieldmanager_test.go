@@ -50,7 +50,7 @@ func TestEveryObjectHasTheFixedFieldManagerAndForceOnlyWhereWeAloneWrite(t *test
 			forced++
 		}
 		require.Greater(t, objects, 20, stack)
-		require.Equal(t, 6, operatorObjects, "%s: RootShard, Shard, FrontProxy, the hub's Kubeconfig and the scrapers' two (root, alpha)", stack)
+		require.Equal(t, 4, operatorObjects, "%s: RootShard, Shard, FrontProxy, Kubeconfig", stack)
 		t.Logf("stack %s: %d objects, %d forced", stack, objects, forced)
 	}
 }

@@ -189,33 +189,17 @@ type FrontProxySpec struct {
 
 // KubeconfigTarget says which component the minted kubeconfig talks to.
 type KubeconfigTarget struct {
-	RootShardRef  *LocalObjectReference `json:"rootShardRef,omitempty"`
-	ShardRef      *LocalObjectReference `json:"shardRef,omitempty"`
 	FrontProxyRef *LocalObjectReference `json:"frontProxyRef,omitempty"`
-}
-
-// KubeconfigAuthorization has the operator bind ClusterRoles to the Kubeconfig's user in
-// one logical cluster, through the kubeconfig's target.
-type KubeconfigAuthorization struct {
-	ClusterRoleBindings KubeconfigClusterRoleBindings `json:"clusterRoleBindings"`
-}
-
-// KubeconfigClusterRoleBindings are the ClusterRoles bound in Cluster (a cluster name or
-// a workspace path).
-type KubeconfigClusterRoleBindings struct {
-	Cluster      string   `json:"cluster"`
-	ClusterRoles []string `json:"clusterRoles"`
 }
 
 // KubeconfigSpec is the spec of a Kubeconfig.
 type KubeconfigSpec struct {
-	Username            string                   `json:"username"`
-	Groups              []string                 `json:"groups,omitempty"`
-	Validity            string                   `json:"validity"`
-	SecretRef           LocalObjectReference     `json:"secretRef"`
-	Target              KubeconfigTarget         `json:"target"`
-	Authorization       *KubeconfigAuthorization `json:"authorization,omitempty"`
-	CertificateTemplate *CertificateTemplate     `json:"certificateTemplate,omitempty"`
+	Username            string               `json:"username"`
+	Groups              []string             `json:"groups,omitempty"`
+	Validity            string               `json:"validity"`
+	SecretRef           LocalObjectReference `json:"secretRef"`
+	Target              KubeconfigTarget     `json:"target"`
+	CertificateTemplate *CertificateTemplate `json:"certificateTemplate,omitempty"`
 }
 
 // Int32 returns a pointer to n, for optional counts.

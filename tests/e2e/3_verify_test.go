@@ -53,7 +53,6 @@ var verifyLanes = [][]step{{
 	{"admin-from-a-laptop-in-one-command", adminFromALaptopInOneCommand, false},
 	{"coredns-reads-our-corefile", corednsReadsOurCorefile, false},
 	{"hub-credential-works", hubCredentialWorks, false},
-	{"kcp-servers-serve-metrics-to-the-scrapers", kcpServersServeMetricsToTheScrapers, false},
 	{"kcp-accepts-the-gke-plans-command-lines", kcpAcceptsTheGKEPlansCommandLines, false},
 }, {
 	{"gke-plan-kcp-servers-spread-over-zones", gkePlanKcpServersSpreadOverZones, false},
