@@ -33,7 +33,6 @@ type Config struct {
 	Network      Network      `json:"network"`
 	LoadBalancer LoadBalancer `json:"loadBalancer"`
 	Hub          Hub          `json:"hub"`
-	Monitoring   Monitoring   `json:"monitoring"`
 	Kind         *Kind        `json:"kind,omitempty"`
 	GKE          *GKE         `json:"gke,omitempty"`
 
@@ -304,31 +303,4 @@ func (c *Config) EtcdJobsGcloudImageTag() string {
 		return c.GKE.Snapshots.GcloudImage
 	}
 	return DefaultGcloudImageTag
-}
-
-// Monitoring is how kcp, the front proxy and etcd are scraped, and when their alerts
-// fire. Durations are Go durations in whole milliseconds ("30s", "2m", "336h").
-type Monitoring struct {
-	// ScrapeInterval is how often every target is scraped.
-	ScrapeInterval string `json:"scrapeInterval"`
-	Alerts         Alerts `json:"alerts"`
-}
-
-// Alerts are the alert rules' thresholds (components/monitoringrules.go).
-type Alerts struct {
-	// DownFor is how long a target is down, or etcd without a leader, before it alerts.
-	DownFor string `json:"downFor"`
-	// RateWindow is the window of the rates and quantiles (fsync latency, error rate).
-	RateWindow string `json:"rateWindow"`
-	// EtcdLeaderChanges in LeaderChangesWindow is "frequent leader changes".
-	EtcdLeaderChanges   int    `json:"etcdLeaderChanges"`
-	LeaderChangesWindow string `json:"leaderChangesWindow"`
-	// EtcdDatabaseQuotaPercent is the share of etcd's quota the database may fill.
-	EtcdDatabaseQuotaPercent int `json:"etcdDatabaseQuotaPercent"`
-	// EtcdFsyncLatency is the 99th percentile of WAL fsyncs that alerts.
-	EtcdFsyncLatency string `json:"etcdFsyncLatency"`
-	// FrontProxyErrorPercent is the share of the front proxy's requests answered 5xx.
-	FrontProxyErrorPercent int `json:"frontProxyErrorPercent"`
-	// CertificateExpiry is how long before a certificate's expiry it alerts.
-	CertificateExpiry string `json:"certificateExpiry"`
 }

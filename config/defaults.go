@@ -33,19 +33,6 @@ const (
 	// 4-core machine.
 	DefaultKindKcpCPU = "100m"
 
-	// Monitoring: a scrape every 30s, and alerts after four missed scrapes; the rest
-	// are etcd's own mixin's thresholds (leader changes, fsync) or the design's (the
-	// database's share of its 8 GiB quota, two weeks before a certificate expires).
-	DefaultScrapeInterval           = "30s"
-	DefaultAlertDownFor             = "2m"
-	DefaultAlertRateWindow          = "5m"
-	DefaultEtcdLeaderChanges        = 4
-	DefaultLeaderChangesWindow      = "15m"
-	DefaultEtcdDatabaseQuotaPercent = 80
-	DefaultEtcdFsyncLatency         = "500ms"
-	DefaultFrontProxyErrorPercent   = 5
-	DefaultCertificateExpiry        = "336h"
-
 	DefaultGKEServiceCIDR = "34.118.224.0/20"
 	// The kcp-operator's own default request.
 	DefaultGKEKcpCPU = "1"
@@ -94,15 +81,6 @@ func withDefaults(platform Platform) *Config {
 			SecretKey:          HubSecretKey,
 			KubeconfigValidity: DefaultKubeconfigValidity,
 			CopySchedule:       DefaultHubCopySchedule,
-		},
-		Monitoring: Monitoring{
-			ScrapeInterval: DefaultScrapeInterval,
-			Alerts: Alerts{
-				DownFor: DefaultAlertDownFor, RateWindow: DefaultAlertRateWindow,
-				EtcdLeaderChanges: DefaultEtcdLeaderChanges, LeaderChangesWindow: DefaultLeaderChangesWindow,
-				EtcdDatabaseQuotaPercent: DefaultEtcdDatabaseQuotaPercent, EtcdFsyncLatency: DefaultEtcdFsyncLatency,
-				FrontProxyErrorPercent: DefaultFrontProxyErrorPercent, CertificateExpiry: DefaultCertificateExpiry,
-			},
 		},
 	}
 	switch platform {

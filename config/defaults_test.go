@@ -40,7 +40,7 @@ func TestPulumiYAMLDocumentsTheProgramDefaults(t *testing.T) {
 	}
 	require.NoError(t, yaml.Unmarshal(data, &project))
 	require.Equal(t, config.Project, project.Name)
-	declared := []string{"platform", "versions", "operator", "kcp", "oidc", "etcd", "network", "loadBalancer", "hub", "monitoring"}
+	declared := []string{"platform", "versions", "operator", "kcp", "oidc", "etcd", "network", "loadBalancer", "hub"}
 	for _, k := range declared {
 		decl, ok := project.Config[k]
 		require.True(t, ok, "Pulumi.yaml does not declare %s", k)
@@ -56,16 +56,6 @@ func TestPulumiYAMLDocumentsTheProgramDefaults(t *testing.T) {
 	require.Equal(t, config.DefaultCertManagerVersion, v["certManager"])
 	require.Equal(t, config.DefaultEnvoyGatewayVersion, v["envoyGateway"])
 	require.Equal(t, cfg.LoadBalancer.Timeout, project.Config["loadBalancer"].Default["timeout"])
-	m := project.Config["monitoring"].Default
-	require.Equal(t, config.DefaultScrapeInterval, m["scrapeInterval"])
-	alerts, ok := m["alerts"].(map[string]any)
-	require.True(t, ok, "Pulumi.yaml: monitoring.alerts is a mapping")
-	require.Equal(t, map[string]any{
-		"downFor": cfg.Monitoring.Alerts.DownFor, "rateWindow": cfg.Monitoring.Alerts.RateWindow,
-		"etcdLeaderChanges": cfg.Monitoring.Alerts.EtcdLeaderChanges, "leaderChangesWindow": cfg.Monitoring.Alerts.LeaderChangesWindow,
-		"etcdDatabaseQuotaPercent": cfg.Monitoring.Alerts.EtcdDatabaseQuotaPercent, "etcdFsyncLatency": cfg.Monitoring.Alerts.EtcdFsyncLatency,
-		"frontProxyErrorPercent": cfg.Monitoring.Alerts.FrontProxyErrorPercent, "certificateExpiry": cfg.Monitoring.Alerts.CertificateExpiry,
-	}, alerts)
 	hub := project.Config["hub"].Default
 	require.Equal(t, cfg.Hub.Namespace, hub["namespace"])
 	require.Equal(t, cfg.Hub.SecretName, hub["secretName"])

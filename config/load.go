@@ -15,7 +15,7 @@ import (
 // Top-level stack config keys, in the order Pulumi.yaml documents them.
 var topLevelKeys = []string{
 	"platform", "versions", "operator", "kcp", "oidc", "etcd", "network",
-	"loadBalancer", "hub", "monitoring", "kind", "gke",
+	"loadBalancer", "hub", "kind", "gke",
 }
 
 // TopLevelKeys are the top-level stack config keys, in the order Pulumi.yaml documents

@@ -169,16 +169,6 @@ var (
 	ruleRemintGeneration = newRule("remint-generation", "`hub.remintGeneration`",
 		"must be 0 or more; raise it to mint a new credential")
 
-	// monitoring.
-	ruleMonitoringDuration = newRule("monitoring-duration", "`monitoring.scrapeInterval`, `monitoring.alerts.*` durations",
-		"must be a positive Go duration in whole milliseconds, such as 30s, 2m or 336h")
-	ruleMonitoringWindow = newRule("monitoring-window", "`monitoring.alerts.downFor`, `monitoring.alerts.rateWindow`, `monitoring.alerts.leaderChangesWindow`",
-		fmt.Sprintf("shorter than %d scrape intervals (monitoring.scrapeInterval): a window needs two samples for a rate, and a target is down only after scrapes it missed", minScrapesPerWindow))
-	ruleMonitoringPercent = newRule("monitoring-percent", "`monitoring.alerts.etcdDatabaseQuotaPercent`, `monitoring.alerts.frontProxyErrorPercent`",
-		"must be a whole percentage from 1 to 99")
-	ruleMonitoringCount = newRule("monitoring-count", "`monitoring.alerts.etcdLeaderChanges`",
-		"must be 1 or more")
-
 	// kind.
 	ruleKindContext = newRule("kind-context", "`kind.context`",
 		"must name the kind cluster's kubeconfig context")

@@ -40,7 +40,7 @@ type acceptance struct {
 // refusals are the tables of refusals of the test files beside the files that refuse.
 var refusals = [][]refusal{
 	loadRefusals, decodeRefusals, platformRefusals, versionsRefusals, chartsRefusals, kcpRefusals,
-	oidcRefusals, etcdRefusals, networkRefusals, hubRefusals, monitoringRefusals, kindRefusals, gkeRefusals,
+	oidcRefusals, etcdRefusals, networkRefusals, hubRefusals, kindRefusals, gkeRefusals,
 	collisionRefusals, previousStateRefusals,
 }
 

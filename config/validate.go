@@ -5,7 +5,7 @@ import "strings"
 // The stack config's validation, one file per part of the rules table in
 // docs/configuration.md ("What the program refuses"), in its order: validate_versions.go,
 // validate_charts.go, validate_kcp.go, validate_oidc.go, validate_etcd.go,
-// validate_network.go, validate_hub.go, validate_monitoring.go, validate_kind.go and validate_gke.go; the
+// validate_network.go, validate_hub.go, validate_kind.go and validate_gke.go; the
 // generated names' collisions are collisions.go's. The rules themselves, with the text
 // each refusal quotes, are rules.go's. A limit a rule quotes is a constant, so that
 // rules.go initializes the table in its own order.
@@ -25,7 +25,6 @@ func (c *Config) validate() Errors {
 	c.validateNetwork(&errs)
 	c.validateLoadBalancer(&errs)
 	c.validateHub(&errs)
-	c.validateMonitoring(&errs)
 	switch c.Platform {
 	case PlatformKind:
 		c.validateKind(&errs)
