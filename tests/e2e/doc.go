@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package e2e runs the kind stack end to end under the real Pulumi engine, the
 // Kubernetes provider and the Go language host, on a cluster of its own with one real
 // node, offline. What it proves, what it needs and how to hold the converged stack for

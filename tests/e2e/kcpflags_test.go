@@ -1,3 +1,5 @@
+//go:build linux
+
 package e2e
 
 import (
@@ -13,7 +15,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/railgrid/railgrid-kcp/config"
 	"github.com/railgrid/railgrid-kcp/internal/mockstack"
 	"github.com/railgrid/railgrid-kcp/internal/plan"
+	"github.com/railgrid/railgrid-kcp/internal/testkit/testenv"
 	"github.com/railgrid/railgrid-kcp/naming"
 )
 
@@ -156,7 +158,7 @@ func runKcpCommandLine(ctx context.Context, bins binaries, k kcpContainer, extra
 	cmd := exec.CommandContext(rctx, "unshare", append([]string{"--net", "sh", "-c", isolatedNetwork, bin}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = []string{"HOME=" + dir, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	testenv.SetProcessGroup(cmd)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	runErr := cmd.Run()

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package node tests the real node the end-to-end test runs kcp on: kubelet, kube-proxy
 // and containerd with a CNI bridge, pods from images built here, and the rule that no
 // packet of theirs leaves the machine.

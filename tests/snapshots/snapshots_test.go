@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package snapshots runs the exact snapshot, restore-drill and defragmentation jobs of
 // the gke stack's CronJobs and the restore Jobs of cmd/etcdrestore, taken from the program's own
 // objects, for real on loopback: the etcd members of the StatefulSets (kind's one, gke's

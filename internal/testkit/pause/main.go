@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command pause is the sandbox ("pause") container of the end-to-end test's real node:
 // it holds a pod's namespaces until it is told to stop, and reaps the orphans of a pod
 // that shares its process namespace. No registry can be reached, so the image the

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -36,7 +35,7 @@ func StartGCSEmulator(bin, host string, port int) (*GCSEmulator, error) {
 	e.cmd = exec.Command(bin, "-scheme", "http", "-host", host, "-port", strconv.Itoa(port),
 		"-backend", "memory", "-public-host", addr, "-external-url", e.URL, "-log-level", "warn")
 	e.cmd.Stdout, e.cmd.Stderr = e.log, e.log
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	setParentDeathSignal(e.cmd)
 	if err := e.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("fake-gcs-server: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 )
 
 // kubeletSysctls are what the kubelet writes when protectKernelDefaults is off. Unlike
@@ -64,14 +63,14 @@ func updateKernelTunables(change func(*kernelTunables)) error {
 		return err
 	}
 	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lockFile(f); err != nil {
 		return err
 	}
 	var k kernelTunables
 	if data, _ := io.ReadAll(f); len(data) > 0 {
 		_ = json.Unmarshal(data, &k)
 	}
-	k.Holders = slices.DeleteFunc(k.Holders, func(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+	k.Holders = slices.DeleteFunc(k.Holders, processGone)
 	change(&k)
 	var data []byte
 	if len(k.Holders) == 0 {

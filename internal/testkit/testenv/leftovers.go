@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -116,7 +115,7 @@ func sweep(rec runRecord) []string {
 			if round == 0 {
 				found = append(found, fmt.Sprintf("process %d (%s)", pid, processName(pid)))
 			}
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killPID(pid)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

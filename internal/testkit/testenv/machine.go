@@ -58,7 +58,9 @@ func RunOnOwnMachine(ctx context.Context, name, pattern string, timeout, grace t
 		"-test.run", pattern, "-test.v", "-test.count=1", "-test.timeout", timeout.String()}
 	cmd := exec.CommandContext(ctx, "sh", args...)
 	cmd.Env = append(os.Environ(), EnvMachine+"="+name)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	if err := inNewNetworkNamespace(cmd); err != nil {
+		return MachineRun{}, err
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = grace
 	r, w := io.Pipe()

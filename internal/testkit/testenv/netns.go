@@ -3,7 +3,6 @@ package testenv
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // netnsDir is where `ip netns` keeps named network namespaces (the test hosts').
@@ -21,7 +20,7 @@ func netnsNames() map[string]bool {
 // removeNetns unmounts and removes a named network namespace, which deletes its veths.
 func removeNetns(name string) {
 	p := filepath.Join(netnsDir, name)
-	_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	_ = detachMount(p)
 	_ = os.Remove(p)
 	_ = os.RemoveAll(filepath.Join("/etc/netns", name))
 }

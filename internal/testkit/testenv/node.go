@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -508,7 +507,7 @@ func (n *Node) killShims() {
 		}
 		args := strings.Split(string(cmdline), "\x00")
 		if len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim") && slices.Contains(args, n.socket) {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			killPID(pid)
 		}
 	}
 }
@@ -533,7 +532,7 @@ func mountsUnder(dir string) []string {
 func unmountAll(points []string) []string {
 	var failed []string
 	for _, p := range points {
-		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
+		if err := detachMount(p); err != nil {
 			failed = append(failed, fmt.Sprintf("unmounting %s: %v", p, err))
 		}
 	}

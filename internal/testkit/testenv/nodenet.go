@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -174,7 +173,7 @@ func lockTheNode(t *testing.T) (swept []string) {
 		t.Logf("the node lock is held for this test by its parent, process %s", holder)
 	} else {
 		start := time.Now()
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		if err := lockFile(f); err != nil {
 			f.Close()
 			t.Fatalf("the node lock %s: %v", nodeLock, err)
 		}

@@ -82,3 +82,32 @@ func Descendants(pid int) []int {
 	walk(pid)
 	return out
 }
+
+// setParentDeathSignal has the kernel kill cmd if the test binary dies first.
+func setParentDeathSignal(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// inNewNetworkNamespace starts cmd in a network namespace of its own.
+func inNewNetworkNamespace(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET}
+	return nil
+}
+
+// killPID kills one process (SIGKILL).
+func killPID(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }
+
+// processGone says whether no process pid exists.
+func processGone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
+
+// lockFile takes an exclusive lock on f, held until f is closed.
+func lockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }
+
+// detachMount unmounts p lazily (MNT_DETACH); a point that is not mounted, or not there,
+// is not an error.
+func detachMount(p string) error {
+	if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && err != syscall.EINVAL && err != syscall.ENOENT {
+		return err
+	}
+	return nil
+}
