@@ -206,9 +206,12 @@ func handEditsAreDetectedAndUndone(t *testing.T, l *lifecycle) {
 		t.Fatalf("pulumi up --refresh did not put the hand edits back: %v\n%s", err, indent(ulog.diagnostics()))
 	}
 	t.Logf("up --refresh: %s in %s", changeCounts(summaryOf(res.Summary)), time.Since(start).Round(time.Second))
+	// Three minutes: the Corefile is undone once CoreDNS runs it again, after the
+	// kubelet's ConfigMap sync (up to a minute) and CoreDNS's reload check (30s and its
+	// jitter).
 	for _, e := range edits {
 		var last error
-		if err := testenv.WaitFor(ctx, time.Minute, nil, func() (bool, error) {
+		if err := testenv.WaitFor(ctx, 3*time.Minute, nil, func() (bool, error) {
 			last = e.undone(ctx)
 			return last == nil, nil
 		}); err != nil {

@@ -7,9 +7,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os/exec"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -41,6 +43,12 @@ func handEdits(ctx context.Context, e *env, p rendered) ([]handEdit, error) {
 	withoutStanza := withoutSplitHorizonStanza(programCorefile)
 	if withoutStanza == programCorefile {
 		return nil, fmt.Errorf("the Corefile of %s has no split-horizon stanza to remove:\n%s", naming.SplitHorizonCorefileConfigMap, programCorefile)
+	}
+	// What CoreDNS runs now, the program's Corefile: its pods must run it again before
+	// the edit counts as undone, not only hold it in the ConfigMap.
+	running, err := coreDNSRunningConfigs(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	hub := p.cfg.Hub
 	hubSecret, err := c.kube.CoreV1().Secrets(hub.Namespace).Get(ctx, hub.SecretName, metav1.GetOptions{})
@@ -78,6 +86,13 @@ func handEdits(ctx context.Context, e *env, p rendered) ([]handEdit, error) {
 			}
 			if cm.Data[naming.CorefileKey] != programCorefile {
 				return fmt.Errorf("holds another Corefile:\n%s", cm.Data[naming.CorefileKey])
+			}
+			now, err := coreDNSRunningConfigs(ctx, c)
+			if err != nil {
+				return err
+			}
+			if !maps.Equal(now, running) {
+				return fmt.Errorf("the ConfigMap is back, but CoreDNS runs another configuration (the kubelet's ConfigMap sync and CoreDNS's reload have not both happened yet): %v, want %v", now, running)
 			}
 			return nil
 		},
@@ -139,4 +154,42 @@ func kubectl(ctx context.Context, bin, kubeconfig string, args ...string) (strin
 		return string(out), fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// coreDNSRunningConfigs is, for each CoreDNS pod, the SHA512 of the configuration it
+// runs, as its reload plugin logs it at each (re)load ("Running configuration SHA512 =").
+// The ConfigMap changes before CoreDNS does: the kubelet syncs the volume within about
+// a minute, and the reload plugin checks the file every 30s or so.
+func coreDNSRunningConfigs(ctx context.Context, c *cluster) (map[string]string, error) {
+	deploy, err := c.kube.AppsV1().Deployments(naming.NamespaceKubeSystem).Get(ctx, naming.CoreDNSDeployment, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := c.kube.CoreV1().Pods(naming.NamespaceKubeSystem).List(ctx, metav1.ListOptions{
+		LabelSelector: metav1.FormatLabelSelector(deploy.Spec.Selector)})
+	if err != nil {
+		return nil, err
+	}
+	const marker = "Running configuration SHA512 = "
+	out := map[string]string{}
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		logs, err := c.kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: naming.CoreDNSContainer}).DoRaw(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the logs of %s: %w", pod.Name, err)
+		}
+		text := string(logs)
+		i := strings.LastIndex(text, marker)
+		if i < 0 {
+			return nil, fmt.Errorf("%s has not logged the configuration it runs (%q)", pod.Name, marker)
+		}
+		hash, _, _ := strings.Cut(text[i+len(marker):], "\n")
+		out[pod.Name] = strings.TrimSpace(hash)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no CoreDNS pod is running")
+	}
+	return out, nil
 }
